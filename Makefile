@@ -1,0 +1,55 @@
+# Two commands for a fresh machine with Python 3.10+:
+#   make lab    set up .venv (once) and open the series in JupyterLab
+#   make test   set up .venv (once) and run the whole test suite (unit tests + nbval)
+# Re-running either does not reinstall unless a requirements file or pyproject.toml changed.
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+E2E_STAMP := $(VENV)/.installed-e2e
+
+# The kernel must be the one in .venv, never a user-level "python3" kernelspec from elsewhere.
+export JUPYTER_PREFER_ENV_PATH := 1
+# An inherited MPLBACKEND=Agg would turn inline plots off (the notebooks set %matplotlib inline).
+unexport MPLBACKEND
+
+.PHONY: lab test lint e2e notebooks clean help
+.DEFAULT_GOAL := help
+
+help:
+	@echo "make lab        set up .venv and open JupyterLab on notebooks/"
+	@echo "make test       set up .venv and run unit tests + nbval over every notebook"
+	@echo "make e2e        run the real-browser suite (needs Debian's chromium)"
+	@echo "make notebooks  re-execute every notebook in place (restart and run all)"
+	@echo "make clean      remove .venv and caches"
+
+$(STAMP): requirements.txt requirements-test.txt pyproject.toml
+	$(PYTHON) -c 'import sys; sys.exit("Python 3.10+ is required, found " + sys.version.split()[0]) if sys.version_info < (3, 10) else None'
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements-test.txt -e .
+	touch $@
+
+$(E2E_STAMP): $(STAMP) requirements-e2e.txt
+	$(BIN)/python -m pip install --quiet -r requirements-e2e.txt
+	touch $@
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab notebooks/
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+e2e: $(E2E_STAMP)
+	$(BIN)/python -m pytest -m e2e -p no:nbval tests/e2e
+
+notebooks: $(STAMP)
+	$(BIN)/python tests/regenerate.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

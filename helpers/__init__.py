@@ -1,0 +1,1 @@
+"""Helpers for the series: the NumPy Transformer (transformer.py), plots, widgets."""

@@ -1,0 +1,178 @@
+"""Notebook hygiene: committed after restart-and-run-all, deterministic, and in the series' anatomy.
+
+nbval (run by the same `pytest`) re-executes every notebook and compares outputs; this file checks
+what nbval does not: execution order, stored state, paths, image formats, markers, anatomy.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.regenerate import WIDGET_NOTE, WIDGET_VIEW, normalise
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+IDS = [p.name for p in NOTEBOOKS]
+
+MACHINE_PATH = re.compile(
+    r"(/home/|/root/|/Users/|/tmp/|[A-Za-z]:\\\\|site-packages|ipykernel_\d+)" + "|" + re.escape(str(ROOT))
+)
+NEGATIVE_ZERO = re.compile(r"(?<![\w.])-0\.(0*)(?![0-9])")
+ALLOWED_MIME = {"text/plain", "image/png", "text/markdown", "text/html"}
+
+
+def load(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def code_cells(nb):
+    return [c for c in nb["cells"] if c["cell_type"] == "code"]
+
+
+def text(src) -> str:
+    return "".join(src) if isinstance(src, list) else src
+
+
+def output_texts(cell):
+    for out in cell.get("outputs", []):
+        if out["output_type"] == "stream":
+            yield out["name"], text(out["text"])
+        for mime, value in out.get("data", {}).items():
+            if mime.startswith("text/"):
+                yield mime, text(value)
+
+
+@pytest.fixture(params=NOTEBOOKS, ids=IDS)
+def nb_path(request):
+    return request.param
+
+
+def test_saved_after_restart_and_run_all(nb_path):
+    counts = [c["execution_count"] for c in code_cells(load(nb_path))]
+    assert counts == list(range(1, len(counts) + 1)), f"execution counts {counts}: restart and run all"
+
+
+def test_no_errors_and_no_stderr(nb_path):
+    for k, cell in enumerate(code_cells(load(nb_path)), 1):
+        for out in cell.get("outputs", []):
+            assert out["output_type"] != "error", f"code cell {k} has an error output"
+            assert not (out["output_type"] == "stream" and out["name"] == "stderr"), (
+                f"code cell {k} wrote to stderr: {text(out['text'])[:200]}"
+            )
+
+
+def test_no_widget_state_and_normalised_metadata(nb_path):
+    nb = load(nb_path)
+    assert "widgets" not in nb["metadata"], "stored widget state: regenerate with tests/regenerate.py"
+    assert nb["metadata"]["kernelspec"]["name"] == "python3"
+    for cell in code_cells(nb):
+        for out in cell.get("outputs", []):
+            assert WIDGET_VIEW not in out.get("data", {}), "widget view stored; regenerate"
+    import nbformat
+
+    node = nbformat.from_dict(nb)
+    assert normalise(copy.deepcopy(node)) == node, (
+        "metadata or outputs are not normalised: run `make notebooks` (tests/regenerate.py)"
+    )
+
+
+def test_no_machine_specific_paths_or_negative_zero(nb_path):
+    for k, cell in enumerate(code_cells(load(nb_path)), 1):
+        for mime, value in output_texts(cell):
+            m = MACHINE_PATH.search(value)
+            assert not m, f"code cell {k} ({mime}) prints a machine-specific path: {m.group(0)!r}"
+            z = NEGATIVE_ZERO.search(value)
+            assert not z, f"code cell {k} prints a negative zero {z.group(0)!r}; add + 0.0"
+
+
+def test_png_figures_only(nb_path):
+    for k, cell in enumerate(code_cells(load(nb_path)), 1):
+        for out in cell.get("outputs", []):
+            extra = set(out.get("data", {})) - ALLOWED_MIME
+            assert not extra, f"code cell {k} has outputs of type {extra}; figures must be PNG"
+
+
+def test_nbval_markers_are_justified(nb_path):
+    for k, cell in enumerate(code_cells(load(nb_path)), 1):
+        src = text(cell["source"])
+        lines = src.splitlines()
+        assert "NBVAL_SKIP" not in src, f"code cell {k}: no NBVAL_SKIP on content cells"
+        if "# NBVAL_IGNORE_OUTPUT" in lines:
+            only_widget = cell["outputs"] and all(
+                text(out.get("data", {}).get("text/plain", "")) == WIDGET_NOTE for out in cell["outputs"]
+            )
+            reason = len(lines) > 1 and lines[1].startswith("# volatile:")
+            assert only_widget or reason, (
+                f"code cell {k}: NBVAL_IGNORE_OUTPUT is only for widget displays or cells whose "
+                "second line says '# volatile: <why>'"
+            )
+
+
+def test_no_trailing_semicolons_and_explicit_rng(nb_path):
+    for k, cell in enumerate(code_cells(load(nb_path)), 1):
+        src = text(cell["source"]).rstrip()
+        assert not src.endswith(";"), f"code cell {k} ends with ';' (nbval shows that output anyway)"
+        assert "np.random.seed" not in src, f"code cell {k}: use rng = np.random.default_rng(seed)"
+        stripped = "\n".join(ln for ln in src.splitlines() if not ln.lstrip().startswith("%"))
+        for node in ast.walk(ast.parse(stripped)):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute)
+                    and node.value.attr == "random" and node.attr not in {"default_rng", "Generator"}
+                    and isinstance(node.value.value, ast.Name) and node.value.value.id == "np"):
+                pytest.fail(f"code cell {k}: global np.random.{node.attr}; pass a Generator")
+
+
+def test_anatomy(nb_path):
+    nb = load(nb_path)
+    cells = nb["cells"]
+    title = text(cells[0]["source"])
+    number = nb_path.name[:2]
+    assert cells[0]["cell_type"] == "markdown" and title.startswith(f"# {number} · "), title[:80]
+    for field in ("Builds on", "Time", "Paper"):
+        assert f"**{field}" in title, f"title cell lacks **{field}**"
+    markdown = "\n".join(text(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    assert "**You will**" in markdown
+    for heading in ("## Check your understanding", "## Summary", "**Next:**"):
+        assert heading in markdown, f"missing {heading!r}"
+    assert "<details>" in markdown
+    assert not re.search(r"!\[[^\]]*\]\(https?://", markdown), "no hot-linked images"
+    setup = text(code_cells(nb)[0]["source"])
+    assert setup.startswith("%matplotlib inline"), "setup cell starts with %matplotlib inline"
+    assert "np.random.default_rng(" in setup and "set_printoptions" in setup
+
+
+def test_next_links_point_to_existing_notebooks(nb_path):
+    markdown = "\n".join(text(c["source"]) for c in load(nb_path)["cells"]
+                         if c["cell_type"] == "markdown")
+    for target in re.findall(r"\]\(([^)#]+\.ipynb)", markdown):
+        assert (nb_path.parent / target).exists(), f"link to missing notebook {target}"
+
+
+def test_numbering_is_consecutive():
+    numbers = [int(p.name[:2]) for p in NOTEBOOKS]
+    assert numbers == list(range(1, len(numbers) + 1)), numbers
+
+
+# The checks above must be able to fail: feed them a deliberately dirty notebook.
+def test_hygiene_checks_fire_on_a_dirty_notebook(tmp_path):
+    dirty = {
+        "cells": [
+            {"cell_type": "code", "execution_count": 2, "metadata": {}, "source": "x = 1;",
+             "outputs": [{"output_type": "stream", "name": "stderr", "text": "/home/me/x.py: -0.0"}]},
+        ],
+        "metadata": {"kernelspec": {"name": "python3"}, "widgets": {}}, "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    path = tmp_path / "01_dirty.ipynb"
+    path.write_text(json.dumps(dirty), encoding="utf-8")
+    for check in (test_saved_after_restart_and_run_all, test_no_errors_and_no_stderr,
+                  test_no_widget_state_and_normalised_metadata,
+                  test_no_machine_specific_paths_or_negative_zero,
+                  test_no_trailing_semicolons_and_explicit_rng, test_anatomy):
+        with pytest.raises((AssertionError, pytest.fail.Exception)):
+            check(path)

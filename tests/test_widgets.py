@@ -1,0 +1,132 @@
+"""helpers/widgets.py, driven in-kernel: set a control's .value, assert what the explorer shows."""
+
+from unittest import mock
+
+import ipywidgets as W
+import numpy as np
+import pytest
+
+from helpers import widgets as tw
+from helpers.transformer import scaled_dot_product_attention, softmax
+
+
+def make_counter_explorer(fail_at=None):
+    controls = {"n": W.IntSlider(value=1, min=0, max=10), "on": W.ToggleButton(value=False)}
+
+    def compute(n, on):
+        if n == fail_at:
+            raise RuntimeError(f"boom at n={n}")
+        return {"matrix": np.full((2, 2), n * (2 if on else 1), dtype=float)}
+
+    def draw(fig, result, values):
+        fig.subplots().imshow(result["matrix"], vmin=0, vmax=20)
+
+    return tw.Explorer(controls, compute, draw, lambda r, v: [("sum", f"{r['matrix'].sum():g}")])
+
+
+def test_control_change_recomputes_and_redraws():
+    ex = make_counter_explorer()
+    png, updates = ex.image.value, ex.n_updates
+    ex.controls["n"].value = 7
+    assert ex.n_updates == updates + 1
+    assert ex.result["matrix"][0, 0] == 7
+    assert ex.image.value != png and bytes(ex.image.value).startswith(b"\x89PNG")
+    assert 'data-control="n">7</span>' in ex.status.value and "sum: <b>28</b>" in ex.status.value
+    ex.controls["on"].value = True
+    assert ex.result["matrix"][0, 0] == 14 and 'data-control="on">on</span>' in ex.status.value
+
+
+def test_dom_classes_follow_the_convention():
+    ex = make_counter_explorer()
+    assert "tx-explorer" in ex._dom_classes and "tx-figure" in ex.image._dom_classes
+    assert {"tx-control", "tx-control-n", "tx-kind-slider"} <= set(ex.controls["n"]._dom_classes)
+    assert "tx-kind-toggle" in ex.controls["on"]._dom_classes
+
+
+def test_exception_in_callback_is_shown_not_swallowed():
+    ex = make_counter_explorer(fail_at=3)
+    good_png = ex.image.value
+    ex.controls["n"].value = 3
+    assert isinstance(ex.last_error, RuntimeError)
+    assert ex.error.layout.display is None and "boom at n=3" in ex.error.value
+    assert "Traceback" in ex.error.value
+    assert ex.image.value == good_png, "the last good figure stays"
+    ex.controls["n"].value = 4
+    assert ex.last_error is None and ex.error.layout.display == "none" and ex.error.value == ""
+
+
+def test_builders_never_display_themselves():
+    with mock.patch("IPython.display.display") as display:
+        tw.scaling_explorer()
+        tw.query_explorer({"a b": (["a", "b"], np.eye(2), np.eye(2), np.eye(2))})
+    display.assert_not_called()
+
+
+def test_scaling_explorer_matches_an_independent_computation():
+    ex = tw.scaling_explorer(T=8, seed=0)
+    for d_k in (4, 1024):
+        ex.controls["d_k"].value = d_k
+        for scaled in (False, True):
+            ex.controls["scaled"].value = scaled
+            rng = np.random.default_rng([0, d_k])
+            Q, K = rng.standard_normal((8, d_k)), rng.standard_normal((8, d_k))
+            expected = softmax(Q @ K.T / (np.sqrt(d_k) if scaled else 1.0))
+            np.testing.assert_allclose(ex.result["weights"], expected, atol=1e-12)
+            assert ex.result["max_weight"] == pytest.approx(expected.max(-1).mean())
+    ex.controls["scaled"].value = False
+    unscaled = ex.result["max_weight"]
+    ex.controls["scaled"].value = True
+    assert unscaled > 0.9 > 0.6 > ex.result["max_weight"]
+    assert 'data-control="d_k">1024</span>' in ex.status.value
+    assert 'data-control="scaled">on</span>' in ex.status.value
+
+
+def test_query_explorer_follows_sentence_and_query():
+    rng = np.random.default_rng(0)
+    ex_a = (["a", "b", "c"], *(rng.standard_normal((3, 2)) for _ in range(3)))
+    ex_b = (["w", "x", "y", "z"], *(rng.standard_normal((4, 2)) for _ in range(3)))
+    ex = tw.query_explorer({"A": ex_a, "B": ex_b})
+    assert ex.controls["query"].value == 2
+    updates = ex.n_updates
+    ex.controls["sentence"].value = "B"
+    assert ex.n_updates == updates + 1, "one recompute per change, even with linked controls"
+    assert ex.controls["query"].label == "2: y" and ex.controls["query"].value == 2
+    ex.controls["query"].value = 3
+    _, w = scaled_dot_product_attention(*ex_b[1:])
+    np.testing.assert_allclose(ex.result["row"], w[3], atol=1e-12)
+    assert 'data-control="query">3: z</span>' in ex.status.value
+    ex.controls["sentence"].value = "A"
+    assert ex.controls["query"].value == 2, "query position clipped to the shorter sentence"
+    assert ex.last_error is None
+
+
+def test_display_value_and_kinds():
+    s = W.SelectionSlider(options=[1, 2, 4], value=4)
+    d = W.Dropdown(options=[("one", 1), ("two", 2)], value=2)
+    assert (tw.display_value(s), tw.display_value(d)) == ("4", "two")
+    assert tw.display_value(W.FloatSlider(value=0.5, readout_format=".2f")) == "0.50"
+    assert [tw.control_kind(c) for c in (s, d, W.Checkbox(), W.Text())] == [
+        "slider", "dropdown", "toggle", "text"]
+    with pytest.raises(TypeError):
+        tw.control_kind(W.Button())
+    with pytest.raises(ValueError):
+        tw.query_explorer({})
+
+
+def test_entropy_closed_form():
+    np.testing.assert_allclose(tw.entropy(np.full(4, 0.25)), np.log(4))
+    assert tw.entropy(np.array([1.0, 0.0])) == 0.0
+
+
+def test_fast_path_draws_exactly_what_a_full_redraw_draws():
+    import io
+
+    import PIL.Image
+
+    ex = tw.scaling_explorer()
+    ex.controls["d_k"].value = 256  # fast path (blitting onto the cached background)
+    fast = np.asarray(PIL.Image.open(io.BytesIO(bytes(ex.image.value))))
+    ex._drawn.clear()  # force a full redraw of the same state
+    ex.update()
+    full = np.asarray(PIL.Image.open(io.BytesIO(bytes(ex.image.value))))
+    np.testing.assert_array_equal(fast, full)
