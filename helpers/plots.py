@@ -39,8 +39,8 @@ def _as_matrix(matrix) -> np.ndarray:
 
 
 def _check_labels(labels, n: int, name: str):
-    if labels is None:
-        return None
+    if labels is None or labels is False:
+        return labels
     labels = [str(t) for t in labels]
     if len(labels) != n:
         raise ValueError(f"{name} has {len(labels)} labels but the matrix has {n} along that axis")
@@ -65,6 +65,7 @@ def heatmap(
 ):
     """Draw `matrix` (rows x cols) with token labels on both axes; return the AxesImage.
 
+    Labels None number the rows/columns; False draws no ticks on that axis.
     annotate=None annotates values when the matrix has at most ANNOTATE_MAX_CELLS cells.
     With ax=None a new pyplot figure sized for the matrix is created.
     """
@@ -87,11 +88,15 @@ def heatmap(
 
     n = max(n_rows, n_cols)
     size = label_fontsize(n)
-    ax.set_xticks(np.arange(n_cols))
-    ax.set_yticks(np.arange(n_rows))
-    ax.set_xticklabels(col_labels if col_labels is not None else range(n_cols), fontsize=size)
-    ax.set_yticklabels(row_labels if row_labels is not None else range(n_rows), fontsize=size)
-    if col_labels is not None and max((len(s) for s in col_labels), default=0) > 2:
+    if col_labels is False:  # no ticks at all (inner panels of a grid; ticks are costly)
+        ax.set_xticks([])
+    else:
+        ax.set_xticks(np.arange(n_cols), col_labels or range(n_cols), fontsize=size)
+    if row_labels is False:
+        ax.set_yticks([])
+    else:
+        ax.set_yticks(np.arange(n_rows), row_labels or range(n_rows), fontsize=size)
+    if col_labels and max((len(s) for s in col_labels), default=0) > 2:
         ax.tick_params(axis="x", labelrotation=90 if n_cols > 12 else 45)
         if n_cols <= 12:
             for t in ax.get_xticklabels():
@@ -136,6 +141,8 @@ def heatmap_grid(
     fig=None,
     suptitle: str | None = None,
     cmap: str = "viridis",
+    vmin: float | None = None,
+    vmax: float | None = None,
     annotate: bool | None = False,
     fmt: str = ".2f",
     xlabel: str | None = "key",
@@ -144,8 +151,8 @@ def heatmap_grid(
     """One heatmap per matrix (one per head, say) in a grid; return (fig, axes, images).
 
     matrices: a sequence of 2-D arrays or an array (n, rows, cols). With shared_scale=True every
-    panel uses the same vmin/vmax and one colour bar is drawn for the grid; otherwise each panel
-    gets its own scale and colour bar.
+    panel uses the same vmin/vmax (given, or the data's range) and one colour bar is drawn for
+    the grid; otherwise each panel gets its own scale and colour bar.
     """
     mats = [_as_matrix(m) for m in matrices]
     if not mats:
@@ -163,18 +170,18 @@ def heatmap_grid(
 
         fig = plt.figure(figsize=(w * ncols + 0.8, h * nrows + 0.4), layout="constrained")
     axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False).ravel())
-    vmin = vmax = None
     if shared_scale:
-        vmin = float(min(np.nanmin(m) for m in mats))
-        vmax = float(max(np.nanmax(m) for m in mats))
+        vmin = float(min(np.nanmin(m) for m in mats)) if vmin is None else vmin
+        vmax = float(max(np.nanmax(m) for m in mats)) if vmax is None else vmax
     images = []
     for k, (ax, m) in enumerate(zip(axes, mats, strict=False)):
-        last_col = (k % ncols == 0)
+        first_col, bottom = k % ncols == 0, k + ncols >= n  # labels on the outer edge only
         images.append(
             heatmap(
-                m, row_labels, col_labels, ax=ax, title=None if titles is None else titles[k],
-                cmap=cmap, vmin=vmin, vmax=vmax, annotate=annotate, fmt=fmt,
-                colorbar=not shared_scale, xlabel=xlabel, ylabel=ylabel if last_col else None,
+                m, row_labels if first_col else False, col_labels if bottom else False, ax=ax,
+                title=None if titles is None else titles[k], cmap=cmap, vmin=vmin, vmax=vmax,
+                annotate=annotate, fmt=fmt, colorbar=not shared_scale,
+                xlabel=xlabel if bottom else None, ylabel=ylabel if first_col else None,
             )
         )
     for ax in axes[n:]:

@@ -2,6 +2,11 @@
 
 import importlib.util
 
+# Notebooks under tests/ are fixtures of the browser suite (some broken on purpose), never part of
+# the nbval run, which covers notebooks/ only.
+collect_ignore_glob = ["**/*.ipynb", "*.ipynb"]
+
 # The real-browser suite (tests/e2e, marker `e2e`, run by `make e2e`) needs Playwright, which the
 # default test environment does not install; without it, do not even collect those files.
-collect_ignore_glob = [] if importlib.util.find_spec("playwright") else ["e2e/*"]
+if importlib.util.find_spec("playwright") is None:
+    collect_ignore_glob.append("e2e/*")

@@ -1,0 +1,210 @@
+"""Notebook 06: DecoderBlock, the whole Transformer, greedy decoding with a KV cache, counts."""
+
+import numpy as np
+import pytest
+
+from helpers import widgets as tw
+from helpers.transformer import (
+    DecoderBlock,
+    Transformer,
+    attention_step,
+    causal_mask,
+    decoder_block_step,
+    greedy_decode,
+    scaled_dot_product_attention,
+    transformer_parameter_count,
+)
+
+PAD, BOS, EOS = 0, 1, 2
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(8)
+
+
+def small_model(seed=0, **kw):
+    settings = dict(d_model=16, n_heads=4, d_ff=32, n_layers=2, max_len=32)
+    settings.update(kw)
+    return Transformer(13, 13, np.random.default_rng(seed), **settings)
+
+
+def reference_decoder_block(block, x, memory, self_mask, memory_mask):
+    """Post-LN decoder block written out with the layers' own pieces, one sub-layer per line."""
+    def ln(v, norm):
+        mu, var = v.mean(-1, keepdims=True), v.var(-1, keepdims=True)
+        return (v - mu) / np.sqrt(var + 1e-5) * norm.gamma + norm.beta
+
+    def mha(attn, q, kv, mask):
+        outs = []
+        for i in range(attn.n_heads):
+            c = slice(i * attn.d_k, (i + 1) * attn.d_k)
+            outs.append(scaled_dot_product_attention(
+                q @ attn.W_q[:, c] + attn.b_q[c], kv @ attn.W_k[:, c] + attn.b_k[c],
+                kv @ attn.W_v[:, c] + attn.b_v[c], mask)[0])
+        return np.concatenate(outs, -1) @ attn.W_o + attn.b_o
+
+    x = ln(x + mha(block.self_attn, x, x, self_mask), block.norm1)
+    x = ln(x + mha(block.cross_attn, x, memory, memory_mask), block.norm2)
+    ffn = np.maximum(x @ block.ffn.W_1 + block.ffn.b_1, 0) @ block.ffn.W_2 + block.ffn.b_2
+    return ln(x + ffn, block.norm3)
+
+
+def test_decoder_block_matches_reference_and_is_causal(rng):
+    block = DecoderBlock(12, 3, 24, rng)
+    for value in block.parameters().values():  # non-trivial biases, gammas, betas
+        value += 0.1 * rng.standard_normal(value.shape)
+    x, memory = rng.standard_normal((2, 5, 12)), rng.standard_normal((2, 4, 12))
+    memory_mask = np.array([False, False, False, True])[None, None, None]  # last source = pad
+    out = block.forward(x, memory, causal_mask(5), memory_mask)
+    ref = reference_decoder_block(block, x, memory, causal_mask(5), memory_mask[0])  # no h axis
+    np.testing.assert_allclose(out, ref, atol=1e-12)
+    assert np.all(block.cross_attn.weights[..., 3] == 0)
+    for t in range(5):  # outputs before t never depend on inputs from t on
+        changed = x.copy()
+        changed[:, t:] = rng.standard_normal(changed[:, t:].shape)
+        np.testing.assert_array_equal(block.forward(changed, memory, causal_mask(5))[:, :t],
+                                      block.forward(x, memory, causal_mask(5))[:, :t])
+
+
+def test_pre_ln_decoder_block_differs_and_is_causal(rng):
+    block = DecoderBlock(8, 2, 16, rng, norm_first=True)
+    x, memory = rng.standard_normal((1, 4, 8)), rng.standard_normal((1, 3, 8))
+    out = block.forward(x, memory, causal_mask(4))
+    post = DecoderBlock(8, 2, 16, rng)
+    post.load_parameters(block.parameters())
+    assert not np.allclose(out, post.forward(x, memory, causal_mask(4)))
+    changed = x.copy()
+    changed[:, 2:] += 1.0
+    np.testing.assert_array_equal(block.forward(changed, memory, causal_mask(4))[:, :2], out[:, :2])
+
+
+def test_model_is_causal_in_the_target_and_respects_padding():
+    model = small_model()
+    src = np.array([[3, 4, 5, 6, PAD, PAD]])
+    tgt = np.array([[BOS, 7, 8, 9, 10]])
+    logits = model.forward(src, tgt)
+    assert logits.shape == (1, 5, 13)
+    for t in range(1, 5):
+        changed = tgt.copy()
+        changed[:, t:] = 11
+        np.testing.assert_array_equal(model.forward(src, changed)[:, :t], logits[:, :t])
+    # padded source tokens are invisible: changing them changes nothing
+    src_longer = np.array([[3, 4, 5, 6, PAD, PAD, PAD, PAD]])
+    np.testing.assert_allclose(model.forward(src_longer, tgt), logits, atol=1e-12)
+    for layer in model.decoder.layers:
+        assert np.all(layer.cross_attn.weights[..., 4:] == 0)
+
+
+def test_embedding_scale_and_positional_encoding():
+    model = small_model()
+    tokens = np.array([[3, 3, 3]])
+    x = model.embed(tokens, model.src_embed)
+    expected = model.src_embed[3] * np.sqrt(16) + model.pe[:3]
+    np.testing.assert_allclose(x[0], expected, atol=1e-15)
+
+
+@pytest.mark.parametrize("settings", [dict(), dict(norm_first=True),
+                                      dict(share_embeddings=True, tie_output=True)])
+def test_kv_cache_gives_identical_tokens_and_logits(settings):
+    model = small_model(seed=3, **settings)
+    src = np.array([[3, 4, 5, 6, 7, EOS], [8, 9, EOS, PAD, PAD, PAD]])
+    t_plain, l_plain = greedy_decode(model, src, BOS, EOS, 10, use_cache=False)
+    t_cache, l_cache = greedy_decode(model, src, BOS, EOS, 10, use_cache=True)
+    np.testing.assert_array_equal(t_plain, t_cache)
+    np.testing.assert_allclose(l_cache, l_plain, atol=1e-12, rtol=0)
+    assert t_plain[:, 0].tolist() == [BOS, BOS]
+
+
+def test_greedy_decode_picks_the_argmax_and_stops_at_eos():
+    model = small_model(seed=4, tie_output=False)
+    model.b_out[:] = -100.0
+    model.b_out[5] = 100.0  # the decoder always prefers token 5 ...
+    tokens, logits = greedy_decode(model, np.array([[3, 4]]), BOS, EOS, 4)
+    assert tokens.tolist() == [[BOS, 5, 5, 5, 5]] and logits.shape == (1, 4, 13)
+    model.b_out[EOS] = 1000.0  # ... until EOS is overwhelming: one step, then stop
+    tokens, _ = greedy_decode(model, np.array([[3, 4]]), BOS, EOS, 4)
+    assert tokens.tolist() == [[BOS, EOS]]
+
+
+def test_attention_step_appends_to_the_cache(rng):
+    block = DecoderBlock(8, 2, 16, rng)
+    memory = rng.standard_normal((1, 3, 8))
+    cache = {}
+    xs = rng.standard_normal((1, 4, 8))
+    for t in range(4):
+        out = decoder_block_step(block, xs[:, t:t + 1], memory, cache)
+        assert cache["self"]["K"].shape == (1, 2, t + 1, 4)
+        assert cache["cross"]["K"].shape == (1, 2, 3, 4)
+    full = block.forward(xs, memory, causal_mask(4))
+    np.testing.assert_allclose(out[:, 0], full[:, -1], atol=1e-12)
+    c = {}
+    y = attention_step(block.self_attn, xs[:, :1], c)
+    np.testing.assert_allclose(y, block.self_attn.forward(xs[:, :1], xs[:, :1], xs[:, :1]),
+                               atol=1e-12)
+
+
+@pytest.mark.parametrize("settings", [dict(), dict(share_embeddings=True),
+                                      dict(share_embeddings=True, tie_output=True),
+                                      dict(norm_first=True), dict(tie_output=True)])
+def test_parameter_count_formula_matches_built_models(settings):
+    model = Transformer(11, 11, np.random.default_rng(0), d_model=16, n_heads=2, d_ff=24,
+                        n_layers=3, **settings)
+    built = sum(p.size for p in model.parameters().values())
+    assert built == transformer_parameter_count(16, 2, 24, 3, 11, 11, **settings)
+
+
+def test_parameter_count_hand_formula_for_the_paper():
+    # per encoder layer: 4*512^2 + 4*512 (attention) + 2*512*2048 + 2048 + 512 (FFN) + 2*2*512
+    enc = 4 * 512 * 512 + 4 * 512 + 2 * 512 * 2048 + 2048 + 512 + 4 * 512
+    dec = 2 * (4 * 512 * 512 + 4 * 512) + 2 * 512 * 2048 + 2048 + 512 + 6 * 512
+    assert transformer_parameter_count(512, 8, 2048, 6, 37000, 37000, share_embeddings=True,
+                                       tie_output=True) == 6 * enc + 6 * dec + 37000 * 512
+    big = transformer_parameter_count(1024, 16, 4096, 6, 37000, 37000, share_embeddings=True,
+                                      tie_output=True)
+    assert abs(big / 213e6 - 1) < 0.01
+
+
+def test_parameters_roundtrip_and_sharing():
+    a, b = small_model(seed=1, share_embeddings=True), small_model(seed=2, share_embeddings=True)
+    b.load_parameters(a.parameters())
+    src, tgt = np.array([[3, 4, 5]]), np.array([[BOS, 6]])
+    np.testing.assert_array_equal(a.forward(src, tgt), b.forward(src, tgt))
+    assert b.tgt_embed is b.src_embed and "tgt_embed" not in b.parameters()
+    assert "decoder.layers.1.cross_attn.W_q" in a.parameters()
+
+
+@pytest.mark.parametrize(
+    "call,match",
+    [
+        (lambda m: m.forward(np.ones((1, 33), int), np.ones((1, 2), int)), r"T=33.*max_len=32"),
+        (lambda m: m.forward(np.ones((1, 3), int), np.full((1, 2), 13)), r"outside the vocabulary \[0, 13\)"),
+        (lambda m: m.forward(np.ones((2, 3), int), np.ones((1, 2), int)), r"batch sizes differ"),
+        (lambda m: m.encode(np.ones((1, 3))), r"integer token ids of shape \(B, T\)"),
+        (lambda m: m.encode(np.ones(3, int)), r"shape \(B, T\)"),
+        (lambda m: Transformer(5, 6, np.random.default_rng(0), share_embeddings=True), r"one vocabulary"),
+    ],
+)
+def test_bad_input(call, match):
+    with pytest.raises(ValueError, match=match):
+        call(small_model())
+
+
+def test_attention_viewer_reads_the_chosen_weights():
+    model = small_model(seed=5)
+    src, tgt = np.array([[3, 4, 5, EOS]]), np.array([[BOS, 6, 7]])
+    viewer = tw.attention_viewer(model, src, tgt, list("abcd"), list("xyz"))
+    assert viewer.result["weights"].shape == (3, 4)  # cross: target x source
+    viewer.controls["kind"].value = "encoder self"
+    viewer.controls["layer"].value = 1
+    viewer.controls["head"].value = 2
+    model.forward(src, tgt)
+    np.testing.assert_array_equal(viewer.result["weights"],
+                                  model.encoder.layers[1].self_attn.weights[0, 2])
+    viewer.controls["kind"].value = "decoder self"
+    assert viewer.result["weights"].shape == (3, 3)
+    assert np.all(viewer.result["weights"][causal_mask(3)] == 0)
+    assert 'data-control="kind">decoder self</span>' in viewer.status.value
+    assert viewer.last_error is None
+    with pytest.raises(ValueError, match=r"must be \(1, S\) and \(1, T\)"):
+        tw.attention_viewer(model, src, tgt, list("ab"), list("xyz"))
