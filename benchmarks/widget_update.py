@@ -20,6 +20,17 @@ import numpy as np
 from helpers import widgets as tw
 
 
+def comparison():
+    """Notebook 07's explorer: an untrained model next to the committed trained one."""
+    from helpers.data import load_reverse_model
+    from helpers.training import REVERSE_CONFIG
+    from helpers.transformer import Transformer
+
+    trained, _ = load_reverse_model()
+    random_model = Transformer(rng=np.random.default_rng(0), **REVERSE_CONFIG)
+    return tw.attention_comparison(random_model, trained, ["3 1 4 1 5 9 2 6", "2 7 1 8"])
+
+
 def explorers():
     """Every explorer the notebooks build, with the controls to cycle through."""
     yield "01 scaling explorer (d_k)", tw.scaling_explorer(), "d_k", [16, 64, 256, 1024]
@@ -50,6 +61,12 @@ def explorers():
     yield "05 block explorer (layer)", tw.block_explorer(sentences["s12"]), "layer", [2, 4, 6, 1]
     yield ("05 block explorer (Post/Pre-LN)", tw.block_explorer(sentences["s12"]), "norm_first",
            [True, False])
+    yield "07 random vs trained (head)", comparison(), "head", [0, 1, -1]
+    yield "07 random vs trained (layer)", comparison(), "layer", [0, 1]
+    yield ("07 random vs trained (digits)", comparison(), "digits",
+           ["3 1 4 1 5 9 2 6", "2 7 1 8", "0123456789"])
+    yield "08 cost explorer (n)", tw.cost_explorer(), "n", [64, 512, 128, 256]
+    yield "08 cost explorer (block)", tw.cost_explorer(), "block", [16, 256, 32, 128]
 
 
 def main() -> None:

@@ -127,6 +127,7 @@ class MultiHeadAttention:
         for name in ("b_q", "b_k", "b_v", "b_o"):
             setattr(self, name, np.zeros(d_model, dtype=dtype))
         self.weights = None  # the last attention weights, (..., h, T_q, T_k)
+        self.cache = None  # kept for backward (notebook 07): forward's inputs and Q, K, V, heads
 
     def parameters(self):
         """The learnable arrays by paper name (the arrays themselves, not copies)."""
@@ -167,7 +168,9 @@ class MultiHeadAttention:
         K = split_heads(key @ self.W_k + self.b_k, h)  # (..., h, T_k, d_k)
         V = split_heads(value @ self.W_v + self.b_v, h)  # (..., h, T_k, d_k)
         heads, self.weights = scaled_dot_product_attention(Q, K, V, mask)  # (..., h, T_q, d_k)
-        return merge_heads(heads) @ self.W_o + self.b_o  # (..., T_q, d_model)
+        heads = merge_heads(heads)  # (..., T_q, d_model)
+        self.cache = (query, key, value, Q, K, V, heads)  # kept for backward (notebook 07)
+        return heads @ self.W_o + self.b_o  # (..., T_q, d_model)
 
 
 
@@ -313,7 +316,8 @@ def mask_to_additive(mask, dtype, fill=-np.inf):
 def mask_from_additive(additive):
     """Our boolean mask from an additive one: 0 = attend; -inf or any value <= -1e4 = blocked.
 
-    -1e4 is the smallest "blocked" value in common use (-1e4, -1e6, -1e9, -inf are all accepted).
+    -1e4 is the blocked value of smallest magnitude in common use (-1e4, -1e6, -1e9 and -inf
+    are all accepted).
     Any other value is a bias, not a mask, and is refused.
     """
     additive = np.asarray(additive)
@@ -381,6 +385,7 @@ class LayerNorm:
         self.d_model, self.eps = d_model, eps
         self.gamma = np.ones(d_model, dtype=dtype)  # (d_model,) scale, learned
         self.beta = np.zeros(d_model, dtype=dtype)  # (d_model,) shift, learned
+        self.cache = None  # kept for backward (notebook 07)
 
     def parameters(self):
         return {"gamma": self.gamma, "beta": self.beta}
@@ -395,7 +400,10 @@ class LayerNorm:
             raise ValueError(f"x must have shape (..., d_model={self.d_model}), got {x.shape}")
         mean = x.mean(axis=-1, keepdims=True)  # (..., 1): one mean per position
         var = x.var(axis=-1, ddof=0, keepdims=True)  # (..., 1): population variance
-        return (x - mean) / np.sqrt(var + self.eps) * self.gamma + self.beta
+        std = np.sqrt(var + self.eps)  # (..., 1)
+        x_hat = (x - mean) / std  # (..., d_model): mean 0, variance just below 1
+        self.cache = (x_hat, std)  # kept for backward (notebook 07)
+        return x_hat * self.gamma + self.beta
 
 
 class FeedForward:
@@ -411,6 +419,7 @@ class FeedForward:
         self.b_1 = np.zeros(d_ff, dtype=dtype)
         self.W_2 = rng.normal(0.0, 1.0 / np.sqrt(d_ff), (d_ff, d_model)).astype(dtype)
         self.b_2 = np.zeros(d_model, dtype=dtype)
+        self.cache = None  # kept for backward (notebook 07)
 
     def parameters(self):
         return {"W_1": self.W_1, "b_1": self.b_1, "W_2": self.W_2, "b_2": self.b_2}
@@ -424,6 +433,7 @@ class FeedForward:
         if x.ndim < 1 or x.shape[-1] != self.d_model:
             raise ValueError(f"x must have shape (..., d_model={self.d_model}), got {x.shape}")
         hidden = np.maximum(x @ self.W_1 + self.b_1, 0)  # (..., T, d_ff), ReLU
+        self.cache = (x, hidden)  # kept for backward (notebook 07)
         return hidden @ self.W_2 + self.b_2  # (..., T, d_model)
 
 
@@ -601,6 +611,7 @@ class Transformer:
         if not tie_output:
             self.W_out = rng.normal(0.0, std, (d_model, tgt_vocab)).astype(dtype)
             self.b_out = np.zeros(tgt_vocab, dtype=dtype)
+        self.cache = None  # kept for backward (notebook 07)
 
     def parameters(self):
         params = {"src_embed": self.src_embed}
@@ -656,6 +667,7 @@ class Transformer:
         T = tgt.shape[1]
         self_mask = causal_mask(T) | padding_mask_from_tokens(tgt, self.pad_id)  # (B, 1, T, T)
         x = self.decoder.forward(self.embed(tgt, self.tgt_embed), memory, self_mask, src_mask)
+        self.cache = {"tgt": tgt, "x": x}  # kept for backward (notebook 07)
         return self.logits(x)
 
     def forward(self, src, tgt):
@@ -664,7 +676,9 @@ class Transformer:
         if src.ndim == 2 and tgt.ndim == 2 and src.shape[0] != tgt.shape[0]:
             raise ValueError(f"batch sizes differ: src {src.shape}, tgt {tgt.shape}")
         memory, src_mask = self.encode(src)
-        return self.decode(tgt, memory, src_mask)
+        logits = self.decode(tgt, memory, src_mask)
+        self.cache["src"] = src  # kept for backward (notebook 07)
+        return logits
 
 
 def attention_step(attn, x_new, cache, memory=None, memory_mask=None):
@@ -759,3 +773,53 @@ def transformer_parameter_count(d_model, n_heads, d_ff, n_layers, src_vocab, tgt
     embeddings = src_vocab * d_model + (0 if share_embeddings else tgt_vocab * d_model)
     output = 0 if tie_output else d_model * tgt_vocab + tgt_vocab
     return embeddings + encoder + decoder + output
+
+
+# ── 08 · What attention costs ─────────────────────────────────────────────────────────────────
+
+
+def online_attention(Q, K, V, mask=None, block_size=256):
+    """scaled_dot_product_attention's output without ever building the (T_q, T_k) weights.
+
+    Walks over blocks of `block_size` keys (the idea behind FlashAttention), keeping for every
+    query a running maximum m of its scores, a running sum l of exp(score - m) and a running
+    weighted sum of values; when a block raises the maximum, the old sums are rescaled by
+    exp(m_old - m_new). Memory is O(T_q * block_size) instead of O(T_q * T_k).
+    Shapes and mask as in scaled_dot_product_attention; returns the output (..., T_q, d_v) only.
+    A query whose keys are all blocked gets a zero output (never NaN).
+    """
+    Q, K, V = np.asarray(Q), np.asarray(K), np.asarray(V)
+    mask = None if mask is None else np.asarray(mask)
+    check_attention_inputs(Q, K, V, mask)
+    if isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer)) \
+            or block_size < 1:
+        raise ValueError(f"block_size must be a positive int, got block_size={block_size!r}")
+    dtype = np.result_type(Q, K, V)
+    if not np.issubdtype(dtype, np.floating):
+        dtype = np.dtype(np.float64)
+    K, V = K.astype(dtype, copy=False), V.astype(dtype, copy=False)
+    Q = Q.astype(dtype, copy=False) / np.sqrt(Q.shape[-1], dtype=dtype)  # scale Q, not scores
+    T_q, T_k = Q.shape[-2], K.shape[-2]
+    if mask is not None:
+        mask = np.broadcast_to(mask, (*mask.shape[:-1], T_k))  # a view: the key axis in full
+    lead = np.broadcast_shapes(Q.shape[:-2], K.shape[:-2], V.shape[:-2])
+    m = np.full((*lead, T_q, 1), -np.inf, dtype=dtype)  # running max of each query's scores
+    l = np.zeros((*lead, T_q, 1), dtype=dtype)  # running sum of exp(score - m)
+    acc = np.zeros((*lead, T_q, V.shape[-1]), dtype=dtype)  # running sum of exp(score - m) v
+    for start in range(0, T_k, block_size):  # the only loop: over blocks of keys
+        keys = slice(start, start + block_size)
+        s = Q @ K[..., keys, :].swapaxes(-1, -2)  # (..., T_q, b): this block's scores only
+        if mask is not None:
+            np.copyto(s, -np.inf, where=mask[..., keys])  # blocked keys: exp(-inf) = 0
+        m_new = np.maximum(m, s.max(axis=-1, keepdims=True))  # (..., T_q, 1)
+        shift = np.where(np.isfinite(m_new), m_new, 0)  # all blocked so far: no inf - inf
+        s -= shift
+        np.exp(s, out=s)  # (..., T_q, b), in place: no second block-sized array
+        rescale = np.exp(m - shift)  # (..., T_q, 1), <= 1; 0 while nothing was seen
+        l *= rescale
+        l += s.sum(axis=-1, keepdims=True)
+        acc *= rescale
+        acc += s @ V[..., keys, :]  # (..., T_q, d_v)
+        m = m_new
+    acc /= np.where(l > 0, l, 1)  # fully blocked rows: 0 / 1 = 0
+    return acc  # (..., T_q, d_v)

@@ -71,6 +71,11 @@ __all__ = [
     "block_stages",
     "block_explorer",
     "attention_viewer",
+    "cost_explorer",
+    "TrainingMonitor",
+    "digits_to_tokens",
+    "attention_comparison",
+    "greedy_decode_tokens",
 ]
 
 
@@ -1029,3 +1034,255 @@ def attention_viewer(model, src, tgt, src_labels, tgt_labels, *, note: str = "")
 
     return Explorer(controls, compute, draw, status, layout_key=lambda v: v["kind"],
                     figsize=(5.8, 4.6), title="Attention viewer", note=note)
+
+
+# ── notebook 08 · what attention costs ──────────────────────────────────────────────────────
+
+COST_LENGTHS = [32, 64, 128, 256, 512]  # small sizes: both versions run in milliseconds
+
+
+def timed(fn, repeats: int = 2):
+    """fn()'s result and its best wall time over `repeats` calls, in milliseconds."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - start)
+    return out, min(times) * 1e3
+
+
+def cost_explorer(seed: int = 0, repeats: int = 2) -> Explorer:
+    """n, d_k and key block size: memory and operations (computed), time (measured) of plain
+    attention (notebook 01) against online attention (notebook 08), one head, float32.
+
+    Memory is the largest array of scores each version holds: n x n for plain attention,
+    n x block for the online one. Both versions do the same 4 n^2 d_k matrix-product operations.
+    """
+    from helpers.transformer import online_attention
+
+    controls = {
+        "n": W.SelectionSlider(options=COST_LENGTHS, value=256, description="n"),
+        "d_k": W.SelectionSlider(options=[16, 32, 64, 128], value=64, description="d_k"),
+        "block": W.SelectionSlider(options=[16, 32, 64, 128, 256], value=64,
+                                   description="block"),
+    }
+
+    def compute(n, d_k, block):
+        rng = np.random.default_rng([seed, n, d_k])
+        Q, K, V = (rng.standard_normal((n, d_k)).astype(np.float32) for _ in range(3))  # random
+        (plain, _), ms_plain = timed(lambda: scaled_dot_product_attention(Q, K, V), repeats)
+        online, ms_online = timed(lambda: online_attention(Q, K, V, block_size=block), repeats)
+        return {
+            "bytes": {"plain": n * n * 4, "online": n * min(block, n) * 4},
+            "flops": 4 * n * n * d_k,  # Q K^T and weights @ V, 2 operations per multiply-add
+            "ms": {"plain": ms_plain, "online": ms_online},
+            "max_diff": float(np.abs(plain - online).max()),
+        }
+
+    def draw(fig, result, values):
+        ax_mem, ax_time = fig.subplots(1, 2)
+        names = ["plain", "online"]
+        colors = ["#c44e52", "#4c72b0"]
+        mem_bars = ax_mem.bar(names, [result["bytes"][k] / 1e6 for k in names], color=colors)
+        time_bars = ax_time.bar(names, [result["ms"][k] for k in names], color=colors)
+        ax_mem.set_yscale("log")
+        ax_mem.set_ylim(1e-3, 10)
+        ax_mem.set_ylabel("MB (computed)")
+        ax_mem.set_title("largest score array")
+        ax_time.set_yscale("log")
+        ax_time.set_ylim(1e-2, 1e4)
+        ax_time.set_ylabel(f"ms (measured, best of {repeats})")
+        ax_time.set_title("time on this machine")
+        labels = [ax.text(i, 0, "", ha="center", va="bottom", fontsize=9)
+                  for ax in (ax_mem, ax_time) for i in range(2)]
+        suptitle = fig.suptitle("")
+        changing = [*mem_bars, *time_bars, *labels, suptitle]
+        for artist in changing:
+            artist.set_animated(True)
+
+        def refresh(result, values):
+            heights = [result["bytes"][k] / 1e6 for k in names] + [result["ms"][k] for k in names]
+            tops = [ax_mem.get_ylim()[1]] * 2 + [ax_time.get_ylim()[1]] * 2
+            for bar, label, height, top in zip([*mem_bars, *time_bars], labels, heights, tops,
+                                               strict=True):
+                bar.set_height(height)
+                label.set_y(min(height * 1.15, top / 3))  # stays inside the axes
+                label.set_text(f"{height:.3g}")
+            suptitle.set_text(f"random float32 Q, K, V · n = {values['n']}, d_k = "
+                              f"{values['d_k']}, block = {values['block']}")
+            return changing
+
+        refresh(result, values)
+        return refresh
+
+    def status(result, values):
+        b, ms = result["bytes"], result["ms"]
+        return [
+            ("scores held", f"{b['plain'] / 1e6:.3g} MB plain, {b['online'] / 1e6:.3g} MB online "
+                            f"({b['plain'] / b['online']:.0f}x less)"),
+            ("operations", f"{result['flops'] / 1e6:.0f} MFLOP each"),
+            ("time", f"{ms['plain']:.2f} ms plain, {ms['online']:.2f} ms online"),
+            ("max |difference|", f"{result['max_diff']:.1e}"),
+        ]
+
+    return Explorer(controls, compute, draw, status, figsize=(6.4, 3.4),
+                    title="Cost explorer",
+                    note="Random inputs, one head, float32. Memory and operations are computed; "
+                         "times are measured now and change from run to run.")
+
+
+# ── notebook 07 · training ──────────────────────────────────────────────────────────────────
+
+
+class TrainingMonitor(W.VBox):
+    """A progress bar and a live loss curve for ``train(..., callback=monitor.update)``.
+
+    The curve is a PNG swapped into one Image widget every `every` steps and at every
+    evaluation (no cleared output, no flicker). Build it, display it, then train.
+    """
+
+    def __init__(self, steps: int, *, every: int = 25, title: str = "training"):
+        self.every = every
+        self.bar = W.IntProgress(value=0, min=0, max=steps, description="step")
+        self.label = W.HTML()
+        self.image = W.Image(format="png", layout=W.Layout(max_width="100%", height="auto"))
+        self.fig = Figure(figsize=(6.4, 2.6), dpi=80, layout="constrained")
+        FigureCanvasAgg(self.fig)
+        self.ax = self.fig.subplots()
+        (self.line,) = self.ax.plot([], [], lw=1, color="tab:blue", label="training loss")
+        self.acc_ax = self.ax.twinx()
+        (self.acc_line,) = self.acc_ax.plot([], [], "o-", color="tab:green", ms=3,
+                                            label="validation exact match")
+        self.ax.set(xlabel="step", ylabel="loss", xlim=(0, steps), title=title)
+        self.acc_ax.set(ylim=(0, 1.05), ylabel="exact match")
+        self.ax.legend(handles=[self.line, self.acc_line], loc="center right", fontsize=8)
+        self.n_redraws = 0
+        self.redraw({"loss": [], "eval_step": [], "accuracy": []})  # empty axes before step 1
+        super().__init__([W.HBox([self.bar, self.label]), self.image])
+        self.add_class("tx-training-monitor")
+
+    def update(self, history: dict) -> None:
+        step = len(history["loss"])
+        self.bar.value = min(step, self.bar.max)
+        evaluated = bool(history["eval_step"]) and history["eval_step"][-1] == step
+        acc = f" · exact match {history['accuracy'][-1]:.3f}" if history["accuracy"] else ""
+        self.label.value = f"step {step} · loss {history['loss'][-1]:.3f}{acc}"
+        if step % self.every == 0 or evaluated or step == 1:
+            self.redraw(history)
+
+    def redraw(self, history: dict) -> None:
+        loss = np.asarray(history["loss"], dtype=float)
+        self.line.set_data(np.arange(1, len(loss) + 1), loss)
+        self.acc_line.set_data(history["eval_step"], history["accuracy"])
+        self.ax.set_ylim(0, max(float(loss.max()) * 1.05, 1e-3) if loss.size else 3.0)
+        buf = io.BytesIO()
+        self.fig.savefig(buf, format="png")
+        self.image.value = buf.getvalue()
+        self.n_redraws += 1
+
+
+def digits_to_tokens(text: str, max_len: int) -> np.ndarray:
+    """'3 1 4 1 5' or '31415' -> token ids (digit d is token d + 3), 1 to max_len digits."""
+    digits = [c for c in text if not c.isspace() and c != ","]
+    if not digits or len(digits) > max_len or not all(c in "0123456789" for c in digits):
+        raise ValueError(f"type 1 to {max_len} digits 0-9 (spaces allowed), got {text!r}")
+    return np.array([int(c) + 3 for c in digits])
+
+
+def attention_comparison(random_model, trained_model, examples: list[str], *,
+                         note: str = "") -> Explorer:
+    """Cross-attention of an untrained and a trained reversal model, side by side.
+
+    Controls: an example sequence (dropdown) or any typed digits (text), the decoder layer and
+    the head (or the mean over heads). Both models read the same source and the same correct
+    decoder input (teacher forcing), so the two panels have the same rows and columns. The
+    status line gives the anti-diagonal mass of both and the trained model's greedy output.
+    """
+    from helpers.training import BOS, EOS, anti_diagonal_mass, make_targets
+
+    max_len = trained_model.pe.shape[0] - 1
+    n_layers = len(trained_model.decoder.layers)
+    n_heads = trained_model.decoder.layers[0].cross_attn.n_heads
+    controls = {
+        "example": W.Dropdown(options=examples, value=examples[0], description="example"),
+        "digits": W.Text(value=examples[0], description="or type", continuous_update=False),
+        "layer": W.IntSlider(value=n_layers - 1, min=0, max=n_layers - 1, description="layer"),
+        "head": W.Dropdown(options=[("mean of heads", -1)]
+                           + [(f"head {i}", i) for i in range(n_heads)], value=-1,
+                           description="head"),
+    }
+    labels = {"random": "random initial weights", "trained": "trained weights"}
+
+    def link(change, controls):
+        if change["owner"] is controls["example"]:
+            controls["digits"].value = change["new"]
+
+    def compute(example, digits, layer, head):
+        tokens = digits_to_tokens(digits, max_len)
+        src = tokens[None, :]  # (1, L)
+        tgt_in, _ = make_targets(src, np.array([len(tokens)]))  # (1, L + 1): BOS + reversed
+        tgt_in = tgt_in[:, :len(tokens) + 1]
+        out = {}
+        for kind, model in (("random", random_model), ("trained", trained_model)):
+            model.forward(src, tgt_in)
+            w = model.decoder.layers[layer].cross_attn.weights[0]  # (h, L + 1, L)
+            w = w.mean(axis=0) if head < 0 else w[head]
+            out[kind] = w
+            out[kind + "_mass"] = float(anti_diagonal_mass(w, len(tokens)))
+        generated, _ = greedy_decode_tokens(trained_model, src, BOS, EOS, max_len + 1)
+        out["output"] = generated
+        out["cols"] = [str(t - 3) for t in tokens]
+        out["rows"] = ["<bos>"] + [str(t - 3) for t in tokens[::-1]]
+        return out
+
+    def panel_title(kind, result):
+        return f"{labels[kind]}\nanti-diagonal mass {result[kind + '_mass']:.2f}"
+
+    def draw(fig, result, values):
+        axes = fig.subplots(1, 2)
+        L = len(result["cols"])
+        images, marks = [], []
+        for ax, kind in zip(axes, ("random", "trained")):
+            images.append(heatmap(result[kind], result["rows"], result["cols"], ax=ax, vmin=0,
+                                  vmax=1, annotate=False, colorbar=False,
+                                  title=panel_title(kind, result), xlabel="key (source digit)",
+                                  ylabel="query (decoder input)"))
+            if kind == "trained":
+                fig.colorbar(images[-1], ax=ax, fraction=0.046, pad=0.03, label="attention weight")
+            i = np.arange(L)  # the anti-diagonal, drawn after (on top of) the heatmap
+            marks.append(ax.scatter(L - 1 - i, i, s=60, marker="s", facecolors="none",
+                                    edgecolors="white", linewidths=0.8))
+        changing = images + marks + [ax.title for ax in axes]
+        for artist in changing:
+            artist.set_animated(True)
+
+        def refresh(result, values):
+            for ax, image, kind in zip(axes, images, ("random", "trained")):
+                image.set_data(result[kind])
+                ax.set_title(panel_title(kind, result), fontsize=ax.title.get_fontsize())
+            return changing
+
+        return refresh
+
+    def status(result, values):
+        L = len(result["cols"])
+        return [("anti-diagonal mass", f"random {result['random_mass']:.2f}, trained "
+                 f"{result['trained_mass']:.2f} (uniform: 1/L = {1 / L:.2f})"),
+                ("trained model writes", result["output"])]
+
+    return Explorer(controls, compute, draw, status, link=link,
+                    layout_key=lambda v: v["digits"], figsize=(8.4, 3.9),
+                    title="Learned vs random cross-attention (reversal task)", note=note)
+
+
+def greedy_decode_tokens(model, src, bos_id, eos_id, max_steps):
+    """Greedy decoding as digits text, e.g. '6 2 9 <eos>', and the raw token ids."""
+    from helpers.transformer import greedy_decode
+
+    tokens, _ = greedy_decode(model, src, bos_id, eos_id, max_steps)
+    words = []
+    for t in tokens[0, 1:]:
+        words.append("<eos>" if t == eos_id else "<pad>" if t == model.pad_id else str(t - 3))
+        if t == eos_id:
+            break
+    return " ".join(words), tokens

@@ -1,0 +1,71 @@
+"""Paths into data/ and small loaders. Nothing here unpickles: arrays load with allow_pickle=False.
+
+The trained reversal model (notebook 07) is ``data/reverse_model.npz``, one array per parameter
+under the dotted names of ``Transformer.parameters()``; ``data/reverse_model.json`` records the
+model's configuration, how it was trained, the SHA-256 of the .npz and every array's shape.
+``python benchmarks/train_reverse.py --save`` regenerates both, bit for bit with the same NumPy
+and BLAS build.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+
+from helpers.transformer import Transformer
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+REVERSE_MODEL = DATA / "reverse_model.npz"
+REVERSE_MANIFEST = DATA / "reverse_model.json"
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def load_reverse_model(path: Path = REVERSE_MODEL, manifest: Path = REVERSE_MANIFEST):
+    """The trained reversal Transformer and its manifest (a dict), after integrity checks.
+
+    Raises ValueError if the file's SHA-256 differs from the manifest's, or if the arrays'
+    names, shapes or dtype differ from what the manifest's configuration builds.
+    """
+    info = json.loads(Path(manifest).read_text(encoding="utf-8"))
+    raw = Path(path).read_bytes()
+    digest = hashlib.sha256(raw).hexdigest()
+    if digest != info["sha256"]:
+        raise ValueError(f"{Path(path).name}: SHA-256 {digest[:16]}... differs from the "
+                         f"manifest's {info['sha256'][:16]}...; the file is corrupted or stale "
+                         "(regenerate: python benchmarks/train_reverse.py --save)")
+    with np.load(io.BytesIO(raw), allow_pickle=False) as archive:
+        arrays = {name: archive[name] for name in archive.files}
+    config = dict(info["config"])
+    dtype = np.dtype(config.pop("dtype"))
+    model = Transformer(rng=np.random.default_rng(0), dtype=dtype, **config)
+    expected = {name: p.shape for name, p in model.parameters().items()}
+    found = {name: a.shape for name, a in arrays.items()}
+    if found != expected or any(a.dtype != dtype for a in arrays.values()):
+        raise ValueError(f"{Path(path).name}: arrays do not match the configuration: expected "
+                         f"{len(expected)} {dtype} arrays named like Transformer.parameters(), "
+                         f"got {len(found)} ({sorted(set(found) ^ set(expected))[:4]} differ)")
+    model.load_parameters(arrays)
+    return model, info
+
+
+def save_reverse_model(model, config: dict, training: dict, path: Path = REVERSE_MODEL,
+                       manifest: Path = REVERSE_MANIFEST) -> str:
+    """Write the parameters (.npz, no pickle) and the manifest; return the SHA-256."""
+    np.savez(path, **model.parameters())
+    digest = sha256(path)
+    info = {
+        "file": Path(path).name,
+        "sha256": digest,
+        "config": config,
+        "training": training,
+        "arrays": {name: list(p.shape) for name, p in model.parameters().items()},
+    }
+    Path(manifest).write_text(json.dumps(info, indent=1) + "\n", encoding="utf-8")
+    return digest

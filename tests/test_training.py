@@ -1,0 +1,316 @@
+"""helpers/training.py (schedule, Adam, loss, dropout, the reversal task), helpers/data.py and
+the notebook 07 widgets. Gradient checks are in tests/test_gradients.py."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from helpers import training
+from helpers import widgets as tw
+from helpers.data import REVERSE_MANIFEST, REVERSE_MODEL, load_reverse_model, sha256
+from helpers.training import (
+    BOS,
+    EOS,
+    MAX_LEN,
+    PAD,
+    REVERSE_CONFIG,
+    Adam,
+    anti_diagonal_mass,
+    cross_entropy,
+    dropout,
+    dropout_backward,
+    exact_match,
+    log_softmax,
+    lrate,
+    make_targets,
+    reverse_task,
+    sample_sequences,
+    train_reverse,
+)
+from helpers.transformer import Transformer
+
+# ── schedule ─────────────────────────────────────────────────────────────────────────────────
+
+
+def test_lrate_closed_form_and_peak_at_warmup():
+    d_model, warmup = 512, 4000
+    steps = np.arange(1, 20001)
+    lr = lrate(steps, d_model, warmup)
+    assert np.argmax(lr) + 1 == warmup
+    assert lr.max() == pytest.approx(1 / np.sqrt(d_model * warmup), rel=1e-12)
+    assert lrate(100, d_model, warmup) == pytest.approx(100 * 512**-0.5 * 4000**-1.5, rel=1e-12)
+    assert lrate(16000, d_model, warmup) == pytest.approx(512**-0.5 / 16000**0.5, rel=1e-12)
+    assert np.all(np.diff(lr[:warmup]) > 0) and np.all(np.diff(lr[warmup:]) < 0)
+    assert lrate(100, 32, 100, factor=0.5) == pytest.approx(0.5 / np.sqrt(3200), rel=1e-12)
+
+
+def test_lrate_refuses_step_zero():
+    with pytest.raises(ValueError, match="step counts from 1"):
+        lrate(0, 512, 4000)
+
+
+# ── Adam ─────────────────────────────────────────────────────────────────────────────────────
+
+
+def test_adam_matches_a_hand_computation():
+    p = np.array([1.0, -2.0])
+    opt = Adam({"p": p})
+    g1, g2 = np.array([0.5, -1.0]), np.array([0.1, 0.3])
+    opt.step({"p": g1}, 0.01)
+    # step 1: m_hat = g, v_hat = g^2, so the update is lr * sign(g) (up to eps)
+    np.testing.assert_allclose(p, [1.0 - 0.01, -2.0 + 0.01], rtol=0, atol=1e-9)
+    opt.step({"p": g2}, 0.02)
+    m = 0.9 * 0.1 * g1 + 0.1 * g2
+    v = 0.98 * 0.02 * g1**2 + 0.02 * g2**2
+    m_hat, v_hat = m / (1 - 0.9**2), v / (1 - 0.98**2)
+    after_1 = np.array([1.0, -2.0]) - 0.01 * g1 / (np.abs(g1) + 1e-9)
+    expected = after_1 - 0.02 * m_hat / (np.sqrt(v_hat) + 1e-9)
+    np.testing.assert_allclose(p, expected, rtol=0, atol=1e-15)
+    assert opt.t == 2
+
+
+def test_adam_updates_the_model_in_place():
+    model = Transformer(5, 5, np.random.default_rng(0), d_model=8, n_heads=2, d_ff=8,
+                        n_layers=1, max_len=8)
+    before = model.encoder.layers[0].ffn.W_1.copy()
+    opt = Adam(model.parameters())
+    opt.step({name: np.ones_like(p) for name, p in model.parameters().items()}, 1e-3)
+    np.testing.assert_allclose(model.encoder.layers[0].ffn.W_1, before - 1e-3, atol=1e-12)
+
+
+# ── loss ─────────────────────────────────────────────────────────────────────────────────────
+
+
+def test_cross_entropy_closed_forms():
+    V = 5
+    loss, _ = cross_entropy(np.zeros((3, V)), np.array([0, 1, 2]))
+    assert loss == pytest.approx(np.log(V))  # uniform prediction
+    logits = np.array([[2.0, 0.5, -1.0]])
+    p = np.exp(logits) / np.exp(logits).sum()
+    eps = 0.3
+    q = np.array([1 - eps + eps / 3, eps / 3, eps / 3])
+    loss, d = cross_entropy(logits, np.array([0]), label_smoothing=eps)
+    assert loss == pytest.approx(-(q * np.log(p)).sum(), rel=1e-12)
+    np.testing.assert_allclose(d, p - q, atol=1e-15)
+    # the floor: predicting q itself gives the entropy of q, the smallest possible loss
+    floor, _ = cross_entropy(np.log(q)[None], np.array([0]), label_smoothing=eps)
+    assert floor == pytest.approx(-(q * np.log(q)).sum(), rel=1e-12)
+
+
+def test_label_smoothing_stays_finite_with_extreme_logits():
+    for dtype in (np.float64, np.float32):
+        logits = np.array([[1e4, -1e4, 0.0], [-1e30, 1e30, 0.0]], dtype=dtype)
+        with np.errstate(over="raise", divide="raise", invalid="raise"):  # underflow is fine
+            loss, d = cross_entropy(logits, np.array([1, 0]), label_smoothing=0.1)
+            log_p = log_softmax(logits)
+        assert np.isfinite(loss) and np.all(np.isfinite(d)) and np.all(np.isfinite(log_p))
+        assert loss > 1e3  # confidently wrong costs a lot, but a finite lot
+
+
+def test_cross_entropy_ignores_padding():
+    rng = np.random.default_rng(0)
+    logits = rng.standard_normal((2, 4, 6))
+    targets = np.array([[3, 4, 5, 0], [4, 0, 0, 0]])
+    loss, d = cross_entropy(logits, targets, ignore_id=0)
+    assert np.all(d[targets == 0] == 0)
+    other = logits.copy()
+    other[targets == 0] = 100.0  # whatever the model says at padding changes nothing
+    assert cross_entropy(other, targets, ignore_id=0)[0] == pytest.approx(loss, rel=1e-14)
+    kept = logits[targets != 0]
+    assert loss == pytest.approx(cross_entropy(kept, targets[targets != 0])[0], rel=1e-14)
+
+
+def test_cross_entropy_bad_input():
+    with pytest.raises(ValueError, match=r"targets must have shape \(2, 3\)"):
+        cross_entropy(np.zeros((2, 3, 5)), np.zeros((2, 4), int))
+    with pytest.raises(ValueError, match="label_smoothing"):
+        cross_entropy(np.zeros((2, 5)), np.zeros(2, int), label_smoothing=1.0)
+
+
+# ── dropout ──────────────────────────────────────────────────────────────────────────────────
+
+
+def test_dropout_train_and_eval():
+    x = np.ones((400, 500))
+    y, keep = dropout(x, 0.1, np.random.default_rng(0), training=False)
+    assert y is x and keep is None
+    y, keep = dropout(x, 0.1, np.random.default_rng(0), training=True)
+    assert abs((~keep).mean() - 0.1) < 0.005
+    assert np.all(y[keep] == pytest.approx(1 / 0.9)) and np.all(y[~keep] == 0)
+    assert abs(y.mean() - 1.0) < 0.01  # inverted dropout keeps the expected value
+    d = dropout_backward(np.ones_like(x), keep, 0.1)
+    np.testing.assert_array_equal(d, y)
+    assert dropout_backward(x, None, 0.1) is x
+    with pytest.raises(ValueError, match="p \\(the drop probability\\)"):
+        dropout(x, 1.0, np.random.default_rng(0), training=True)
+
+
+# ── the task ─────────────────────────────────────────────────────────────────────────────────
+
+
+def test_sequences_are_padded_after_their_length():
+    src, lengths = sample_sequences(np.random.default_rng(0), 500)
+    assert src.shape == (500, MAX_LEN) and lengths.min() == 1 and lengths.max() == MAX_LEN
+    real = np.arange(MAX_LEN) < lengths[:, None]
+    assert np.all(src[~real] == PAD) and np.all((src[real] >= 3) & (src[real] <= 12))
+
+
+def test_targets_reverse_and_copy():
+    src, lengths = sample_sequences(np.random.default_rng(1), 200)
+    tgt_in, tgt_out = make_targets(src, lengths)
+    for row, n, t_in, t_out in zip(src, lengths, tgt_in, tgt_out):
+        assert list(t_out[:n]) == list(row[:n][::-1]) and t_out[n] == EOS
+        assert np.all(t_out[n + 1:] == PAD)
+        assert t_in[0] == BOS and list(t_in[1:n + 1]) == list(t_out[:n])
+        assert np.all(t_in[n + 1:] == PAD)
+    _, copy_out = make_targets(src, lengths, task="copy")
+    assert all(list(c[:n]) == list(r[:n]) for c, r, n in zip(copy_out, src, lengths))
+    with pytest.raises(ValueError, match="task must be"):
+        make_targets(src, lengths, task="sort")
+
+
+def test_held_out_sequences_never_appear_in_training():
+    task = reverse_task()
+    val, test = task["val"], task["test"]
+    val_long = {r.tobytes() for r in val["src"][val["lengths"] >= 4]}
+    test_long = {r.tobytes() for r in test["src"][test["lengths"] >= 4]}
+    assert len(val["src"]) == len(test["src"]) == 1000
+    assert not val_long & test_long  # validation and test are disjoint at lengths >= 4
+    assert task["exclude"] == val_long | test_long
+    rng = np.random.default_rng(3)
+    for _ in range(30):
+        src, lengths = sample_sequences(rng, 128, exclude=task["exclude"])
+        assert not any(r.tobytes() in task["exclude"] for r in src)
+    # the exclusion is real: both sets do contain excluded sequences
+    assert any(r.tobytes() in task["exclude"] for r in val["src"])
+    assert any(r.tobytes() in task["exclude"] for r in test["src"])
+
+
+def test_anti_diagonal_mass():
+    L = 6
+    perfect = np.zeros((L + 1, L))
+    perfect[np.arange(L), L - 1 - np.arange(L)] = 1
+    assert anti_diagonal_mass(perfect, L) == 1.0
+    assert anti_diagonal_mass(np.full((L + 1, L), 1 / L), L) == pytest.approx(1 / L)
+    assert anti_diagonal_mass(np.eye(L + 1, L), L) == 0.0  # the copy task's diagonal
+
+
+@pytest.mark.parametrize("patience, stop", [(1, 2), (2, 5), (3, 6)])
+def test_training_stops_after_patience_perfect_validations(monkeypatch, patience, stop):
+    scripted = iter([0.5, 1.0, 0.9, 1.0, 1.0, 1.0, 1.0, 1.0])
+    monkeypatch.setattr(training, "exact_match", lambda model, src, tgt: np.array([next(scripted)]))
+    model = Transformer(13, 13, np.random.default_rng(0), d_model=8, n_heads=2, d_ff=16,
+                        n_layers=1, max_len=MAX_LEN + 1)
+    history = training.train(model, np.random.default_rng(1), lambda step: 1e-3, steps=8,
+                             batch_size=4, validation=(None, None), eval_every=1,
+                             patience=patience)
+    assert len(history["loss"]) == stop and history["accuracy"][-patience:] == [1.0] * patience
+
+
+def test_training_is_deterministic_and_lowers_the_loss():
+    _, h1, _ = train_reverse(0, steps=6, eval_every=None)
+    _, h2, _ = train_reverse(0, steps=6, eval_every=None)
+    assert h1["loss"] == h2["loss"] and len(h1["loss"]) == 6
+    assert h1["loss"][-1] < h1["loss"][0]
+
+
+# ── the committed weights ────────────────────────────────────────────────────────────────────
+
+
+def test_committed_model_reverses_every_held_out_sequence():
+    model, info = load_reverse_model()
+    task = reverse_task()
+    for name in ("val", "test"):
+        assert exact_match(model, task[name]["src"], task[name]["tgt_out"]).mean() == 1.0
+    assert info["training"]["test_exact_match"] == 1.0
+    assert info["config"] == REVERSE_CONFIG and info["sha256"] == sha256(REVERSE_MODEL)
+
+
+def test_loader_refuses_a_corrupted_file(tmp_path):
+    bad = tmp_path / "reverse_model.npz"
+    raw = bytearray(REVERSE_MODEL.read_bytes())
+    raw[len(raw) // 2] ^= 1  # flip one bit
+    bad.write_bytes(bytes(raw))
+    with pytest.raises(ValueError, match="SHA-256"):
+        load_reverse_model(bad)
+
+
+def test_loader_refuses_arrays_that_do_not_match(tmp_path):
+    model, info = load_reverse_model()
+    params = dict(model.parameters())
+    params.pop("b_out")
+    npz, manifest = tmp_path / "m.npz", tmp_path / "m.json"
+    np.savez(npz, **params)
+    info["sha256"] = sha256(npz)
+    manifest.write_text(json.dumps(info))
+    with pytest.raises(ValueError, match="do not match the configuration"):
+        load_reverse_model(npz, manifest)
+    shutil.copy(REVERSE_MANIFEST, tmp_path / "ok.json")
+    load_reverse_model(REVERSE_MODEL, tmp_path / "ok.json")  # the real pair loads
+
+
+# ── widgets ──────────────────────────────────────────────────────────────────────────────────
+
+
+@pytest.fixture(scope="module")
+def comparison():
+    trained, _ = load_reverse_model()
+    config = dict(REVERSE_CONFIG)
+    dtype = config.pop("dtype")
+    random_model = Transformer(rng=np.random.default_rng(0), dtype=dtype, **config)
+    return tw.attention_comparison(random_model, trained, ["3 1 4 1 5 9 2 6", "2 7 1 8"],
+                                   note="test")
+
+
+def test_comparison_shows_random_and_trained_side_by_side(comparison):
+    ex = comparison
+    ex.controls["example"].value = "3 1 4 1 5 9 2 6"
+    r = ex.result
+    assert r["random"].shape == (9, 8) and r["trained"].shape == (9, 8)
+    assert r["trained_mass"] > 0.5 > r["random_mass"]
+    assert r["output"] == "6 2 9 5 1 4 1 3 <eos>"
+    assert "anti-diagonal mass: <b>random" in ex.status.value and ex.last_error is None
+
+
+def test_comparison_controls_recompute(comparison):
+    ex = comparison
+    ex.controls["example"].value = "2 7 1 8"
+    assert ex.controls["digits"].value == "2 7 1 8" and ex.result["trained"].shape == (5, 4)
+    ex.controls["digits"].value = "90210"
+    assert ex.result["cols"] == ["9", "0", "2", "1", "0"] and ex.result["output"].startswith("0 1 2 0 9")
+    mean = ex.result["trained"]
+    ex.controls["head"].value = 1
+    head1 = ex.result["trained"]
+    ex.controls["head"].value = 0
+    np.testing.assert_allclose((ex.result["trained"] + head1) / 2, mean, atol=1e-6)
+    ex.controls["layer"].value = 0
+    assert not np.allclose(ex.result["trained"], ex.result["random"])
+    png = ex.image.value
+    ex.controls["layer"].value = 1
+    assert ex.image.value != png
+
+
+def test_comparison_shows_bad_text_as_an_error(comparison):
+    ex = comparison
+    ex.controls["digits"].value = "12a"
+    assert isinstance(ex.last_error, ValueError) and "digits 0-9" in ex.error.value
+    ex.controls["digits"].value = "123"
+    assert ex.last_error is None
+
+
+def test_training_monitor_updates_bar_label_and_curve():
+    monitor = tw.TrainingMonitor(100, every=10)
+    assert monitor.n_redraws == 1 and bytes(monitor.image.value).startswith(b"\x89PNG")
+    empty = monitor.image.value
+    history = {"loss": [], "eval_step": [], "accuracy": []}
+    for step in range(1, 21):
+        history["loss"].append(2.0 / step)
+        if step == 20:
+            history["eval_step"].append(20)
+            history["accuracy"].append(0.5)
+        monitor.update(history)
+    assert monitor.bar.value == 20 and "exact match 0.500" in monitor.label.value
+    assert monitor.n_redraws == 4  # empty, then steps 1, 10, 20
+    assert monitor.image.value != empty
