@@ -7,20 +7,18 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-E2E_STAMP := $(VENV)/.installed-e2e
 
 # The kernel must be the one in .venv, never a user-level "python3" kernelspec from elsewhere.
 export JUPYTER_PREFER_ENV_PATH := 1
 # An inherited MPLBACKEND=Agg would turn inline plots off (the notebooks set %matplotlib inline).
 unexport MPLBACKEND
 
-.PHONY: lab test lint e2e notebooks clean help
+.PHONY: lab test lint notebooks clean help
 .DEFAULT_GOAL := help
 
 help:
 	@echo "make lab        set up .venv and open JupyterLab on notebooks/"
 	@echo "make test       set up .venv and run unit tests + nbval over every notebook"
-	@echo "make e2e        run the real-browser suite (needs Debian's chromium)"
 	@echo "make notebooks  re-execute every notebook in place (restart and run all)"
 	@echo "make clean      remove .venv and caches"
 
@@ -31,10 +29,6 @@ $(STAMP): requirements.txt requirements-test.txt pyproject.toml
 	$(BIN)/python -m pip install --quiet -r requirements-test.txt -e .
 	touch $@
 
-$(E2E_STAMP): $(STAMP) requirements-e2e.txt
-	$(BIN)/python -m pip install --quiet -r requirements-e2e.txt
-	touch $@
-
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks/
 
@@ -43,9 +37,6 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
-
-e2e: $(E2E_STAMP)
-	$(BIN)/python -m pytest -m e2e -p no:nbval tests/e2e
 
 notebooks: $(STAMP)
 	$(BIN)/python tests/regenerate.py

@@ -6,7 +6,7 @@ import importlib.util
 # the nbval run, which covers notebooks/ only.
 collect_ignore_glob = ["**/*.ipynb", "*.ipynb"]
 
-# The real-browser suite (tests/e2e, marker `e2e`, run by `make e2e`) needs Playwright, which the
+# The real-browser suite (tests/e2e, marker `e2e`) needs Playwright, which the
 # default test environment does not install; without it, do not even collect those files.
 if importlib.util.find_spec("playwright") is None:
     collect_ignore_glob.append("e2e/*")
