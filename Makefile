@@ -1,24 +1,29 @@
 # Two commands for a fresh machine with Python 3.10+:
 #   make lab    set up .venv (once) and open the series in JupyterLab
 #   make test   set up .venv (once) and run the whole test suite (unit tests + nbval)
+# and, for the real-browser suite (needs Debian's chromium, see tests/e2e/README.md):
+#   make e2e    add Playwright to .venv (once) and run every notebook in JupyterLab in Chromium
 # Re-running either does not reinstall unless a requirements file or pyproject.toml changed.
 
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+E2E_STAMP := $(VENV)/.installed-e2e
+CHROMIUM ?= /usr/bin/chromium
 
 # The kernel must be the one in .venv, never a user-level "python3" kernelspec from elsewhere.
 export JUPYTER_PREFER_ENV_PATH := 1
 # An inherited MPLBACKEND=Agg would turn inline plots off (the notebooks set %matplotlib inline).
 unexport MPLBACKEND
 
-.PHONY: lab test lint notebooks clean help
+.PHONY: lab test e2e lint notebooks clean help
 .DEFAULT_GOAL := help
 
 help:
 	@echo "make lab        set up .venv and open JupyterLab on notebooks/"
 	@echo "make test       set up .venv and run unit tests + nbval over every notebook"
+	@echo "make e2e        run every notebook in JupyterLab in headless Chromium (tests/e2e)"
 	@echo "make notebooks  re-execute every notebook in place (restart and run all)"
 	@echo "make clean      remove .venv and caches"
 
@@ -29,11 +34,20 @@ $(STAMP): requirements.txt requirements-test.txt pyproject.toml
 	$(BIN)/python -m pip install --quiet -r requirements-test.txt -e .
 	touch $@
 
+# Playwright drives Debian's chromium; it never downloads a browser of its own.
+$(E2E_STAMP): $(STAMP) requirements-e2e.txt
+	$(BIN)/python -m pip install --quiet -r requirements-e2e.txt
+	touch $@
+
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks/
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+e2e: $(E2E_STAMP)
+	@test -x $(CHROMIUM) || { echo "no $(CHROMIUM): apt-get install -y chromium fonts-dejavu-core"; exit 1; }
+	E2E_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -m e2e tests/e2e
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -42,5 +56,5 @@ notebooks: $(STAMP)
 	$(BIN)/python tests/regenerate.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache test-artifacts
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -1,0 +1,76 @@
+"""Every notebook of the series, in JupyterLab in headless Chromium: it runs clean, every widget
+view renders, and every explorer control changes the figure and the status line agrees with it.
+
+A new ``notebooks/NN_*.ipynb`` is picked up automatically, and so is a new explorer in it (the
+DOM convention of helpers/widgets.py says what an explorer and its controls are).
+
+Not blind: once a notebook passed, its explorers' callbacks are broken in the live kernel and
+every control is moved again; each must then be reported, naming the notebook and the control.
+With ``E2E_MUTATIONS=1`` (or a comma-separated list of names from mutations.py, such as
+``E2E_MUTATIONS=frontend``) the suite also re-runs each notebook with its explorers broken from
+the start (``callback``: it raises; ``frontend``: no control can render), at the cost of one more
+full run of each notebook per mutation.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from .lab import series_notebooks
+from .mutations import MUTATIONS, chosen_mutations
+
+pytestmark = pytest.mark.e2e
+
+SERIES = series_notebooks()
+IDS = [p.name for p in SERIES]
+CHOSEN = chosen_mutations(os.environ.get("E2E_MUTATIONS", ""))
+
+
+def uncaught(report, explorers, check: str, cell_offset: int = 0) -> list[str]:
+    """The controls of ``explorers`` that no ``check`` problem of ``report`` names;
+    ``cell_offset``: how many cells were inserted at the top of the notebook checked."""
+    missing = []
+    for k, explorer in enumerate(explorers):
+        named = f'explorer {k + 1} "{explorer["title"]}"'
+        for control in explorer["controls"]:
+            if control["kind"] == "text":  # not moved, see driver.py
+                continue
+            where = (f'{named} (cell {explorer["cell"] + 1 + cell_offset}), '
+                     f'control "{control["name"]}"')
+            if not any(p.check == check and p.where.startswith(where) for p in report):
+                missing.append(where)
+    return missing
+
+
+@pytest.mark.parametrize("notebook", SERIES, ids=IDS)
+def test_notebook_in_jupyterlab(lab, notebook):
+    report = lab.check(notebook, cached=True, self_check=True)
+    print(f"{report.notebook}: {len(report.explorers)} explorer(s), {report.seconds:.1f} s")
+    for move in report.moves:
+        print("  moved", move)
+    assert not report.problems, report.summary()
+    missing = uncaught(report.self_check, report.explorers, "explorer-error")
+    assert not missing, ("self-check: a broken callback was not reported for "
+                         + "; ".join(missing) + "\n" + "\n".join(map(str, report.self_check)))
+    label = f"notebooks/{notebook.name}: "
+    assert all(str(p).startswith(label) for p in report.self_check)
+
+
+@pytest.mark.parametrize("mutation", sorted(MUTATIONS))
+@pytest.mark.parametrize("notebook", SERIES, ids=IDS)
+def test_broken_explorers_are_caught(lab, notebook, mutation):
+    """Break every explorer of the notebook from the start; every control must be named."""
+    if mutation not in CHOSEN:
+        pytest.skip(f"set E2E_MUTATIONS={mutation} (or 1) to run")
+    clean = lab.check(notebook, cached=True, self_check=True)  # the explorers and controls
+    if not clean.explorers:
+        pytest.skip(f"{notebook.name} has no explorer")
+    cell, check = MUTATIONS[mutation]
+    report = lab.check(notebook, mutation=mutation, first_cells=[cell])
+    missing = uncaught(report.problems, clean.explorers, check, cell_offset=1)
+    assert not missing, (f"mutation {mutation!r} was not caught as [{check}] for: "
+                         f"{'; '.join(missing)}\n{report.summary()}")
+    label = f"notebooks/{notebook.name} (mutation: {mutation}): "
+    assert all(str(p).startswith(label) for p in report.problems)

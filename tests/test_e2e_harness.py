@@ -1,0 +1,92 @@
+"""The pure parts of the real-browser suite (tests/e2e), checked without a browser, so that
+`make test` catches a broken harness before the slow `make e2e` runs it."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from tests.e2e.driver import changed_fraction, log_problems
+from tests.e2e.lab import cleared_copy, fingerprint, series_notebooks
+from tests.e2e.mutations import MUTATIONS, chosen_mutations
+
+
+def png(pixels: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    Image.fromarray(pixels.astype(np.uint8)).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def test_changed_fraction_counts_every_changed_pixel():
+    a = np.full((10, 20, 3), 200)
+    b = a.copy()
+    assert changed_fraction(png(a), png(b)) == 0.0
+    b[0, :5, 2] += 1  # a change of one grey level in one channel still counts
+    b[3, 7] = 0
+    assert changed_fraction(png(a), png(b)) == pytest.approx(6 / 200)
+    assert changed_fraction(png(a), png(a[:, :10])) == 1.0  # another size: all changed
+
+
+def test_log_problems_finds_errors_and_tracebacks_only():
+    log = "\n".join([
+        "[I 2026-11-29 12:00:00.000 ServerApp] Kernel started",
+        "[W 2026-11-29 12:00:01.000 ServerApp] 404 GET /nothing",
+        "[E 2026-11-29 12:00:02.000 ServerApp] Uncaught exception GET /api/x",
+        "    Traceback (most recent call last):",
+        '      File "x.py", line 1, in f',
+        "    ValueError: boom",
+        "[I 2026-11-29 12:00:03.000 ServerApp] Saving file",
+        "Traceback (most recent call last):",
+        "  RuntimeError: in a kernel",
+    ])
+    found = log_problems(log)
+    assert [first[:3] for first, _ in found] == ["[E ", "Tra"]
+    assert found[0][1] == "ValueError: boom"  # the last line of the record says what failed
+    assert found[1] == ("Traceback (most recent call last):", "RuntimeError: in a kernel")
+    assert log_problems("[I all fine]\n[W a warning]\n") == []
+
+
+def test_series_notebooks_are_the_numbered_ones():
+    names = [p.name for p in series_notebooks()]
+    assert names == sorted(names) and len(names) >= 8
+    assert all(name[:2].isdigit() and name[2] == "_" for name in names)
+
+
+def test_cleared_copy_strips_outputs_and_inserts_cells(tmp_path):
+    source = series_notebooks()[0]
+    target = tmp_path / "copy.ipynb"
+    cleared_copy(source, target, ["print('first')"])
+    original = json.loads(source.read_text(encoding="utf-8"))
+    copy = json.loads(target.read_text(encoding="utf-8"))
+    assert len(copy["cells"]) == len(original["cells"]) + 1
+    assert copy["cells"][0]["source"] == "print('first')"
+    code = [c for c in copy["cells"] if c["cell_type"] == "code"]
+    assert all(c["outputs"] == [] and c["execution_count"] is None for c in code)
+    assert [c["source"] for c in copy["cells"][1:]] == [c["source"] for c in original["cells"]]
+
+
+def test_fingerprint_sees_a_rewrite(tmp_path):
+    (tmp_path / "a.ipynb").write_text("{}")
+    before = fingerprint(tmp_path)
+    assert fingerprint(tmp_path) == before
+    (tmp_path / "a.ipynb").write_text("{ }")
+    assert fingerprint(tmp_path) != before
+
+
+def test_chosen_mutations():
+    assert chosen_mutations("") == chosen_mutations("0") == []
+    assert chosen_mutations("1") == chosen_mutations("all") == sorted(MUTATIONS)
+    assert chosen_mutations(" frontend ") == ["frontend"]
+    with pytest.raises(ValueError, match="unknown mutation"):
+        chosen_mutations("frontend,nonsense")
+
+
+@pytest.mark.parametrize("name", sorted(MUTATIONS))
+def test_mutation_cells_compile_and_patch_the_explorer(name):
+    cell, check = MUTATIONS[name]
+    compile(cell, f"<mutation {name}>", "exec")
+    assert "helpers.widgets" in cell and check in {"explorer-error", "render"}
