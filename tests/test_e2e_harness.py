@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import io
 import json
+import os
 
 import numpy as np
 import pytest
 from PIL import Image
 
 from tests.e2e.driver import changed_fraction, log_problems
-from tests.e2e.lab import cleared_copy, fingerprint, series_notebooks
+from tests.e2e.lab import NOTEBOOKS, cleared_copy, fingerprint, series_notebooks
 from tests.e2e.mutations import MUTATIONS, chosen_mutations
 
 
@@ -50,10 +51,11 @@ def test_log_problems_finds_errors_and_tracebacks_only():
     assert log_problems("[I all fine]\n[W a warning]\n") == []
 
 
-def test_series_notebooks_are_the_numbered_ones():
-    names = [p.name for p in series_notebooks()]
-    assert names == sorted(names) and len(names) >= 8
-    assert all(name[:2].isdigit() and name[2] == "_" for name in names)
+def test_series_notebooks_are_every_notebook():
+    found = series_notebooks()
+    files = sorted(p for p in NOTEBOOKS.iterdir() if p.is_file() and not p.name.startswith("."))
+    assert found == files and len(found) >= 8
+    assert all(p.suffix == ".ipynb" for p in found)
 
 
 def test_cleared_copy_strips_outputs_and_inserts_cells(tmp_path):
@@ -70,11 +72,16 @@ def test_cleared_copy_strips_outputs_and_inserts_cells(tmp_path):
 
 
 def test_fingerprint_sees_a_rewrite(tmp_path):
-    (tmp_path / "a.ipynb").write_text("{}")
+    path = tmp_path / "a.ipynb"
+    path.write_text('{"a": 1}')
     before = fingerprint(tmp_path)
     assert fingerprint(tmp_path) == before
-    (tmp_path / "a.ipynb").write_text("{ }")
+    stat = path.stat()
+    path.write_text('{"a": 2}')  # same size, same mtime: only the bytes differ
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     assert fingerprint(tmp_path) != before
+    (tmp_path / "new.ipynb").write_text("{}")
+    assert set(fingerprint(tmp_path)) == {"a.ipynb", "new.ipynb"}
 
 
 def test_chosen_mutations():

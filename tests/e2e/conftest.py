@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from .driver import RUN_TIMEOUT, SETTLE_TIMEOUT, Report, check_notebook
+from .driver import RUN_TIMEOUT, SETTLE_TIMEOUT, Report, check_notebook, log_problems
 from .lab import NOTEBOOKS, ROOT, LabServer, cleared_copy, fingerprint, repo_path
 
 # The fixture notebooks are broken on purpose: never collect them (nbval would run them).
@@ -113,6 +113,10 @@ def lab_server(e2e_tmp):
     yield server
     killed = server.stop()
     assert not killed, f"had to kill after shutdown: {', '.join(killed)}"
+    # What no check scanned: the end of the last one, the server's and its kernels' shutdown.
+    rest = log_problems(server.log_text(server.scanned))
+    assert not rest, "the server log after the last check: " + "; ".join(
+        f"{first} ... {last}" for first, last in rest)
 
 
 @pytest.fixture(scope="session")
@@ -123,17 +127,37 @@ def browser(e2e_tmp):
         pytest.fail("playwright is not installed: pip install -r requirements-e2e.txt")
     if not os.access(CHROMIUM, os.X_OK):
         pytest.fail(f"no Chromium at {CHROMIUM}: apt-get install -y chromium fonts-dejavu-core")
-    # Chromium's crash reports and caches go under XDG_*: keep them in the temporary folder.
-    env = {**os.environ, "XDG_CONFIG_HOME": str(e2e_tmp / "xdg-config"),
+    # Chromium writes crash reports, caches and $HOME/.pki; Playwright's driver makes the
+    # browser profile in $TMPDIR: all of it goes into the temporary folder.
+    home, tmp = e2e_tmp / "home", e2e_tmp / "tmp"
+    home.mkdir()
+    tmp.mkdir()
+    env = {**os.environ, "HOME": str(home), "TMPDIR": str(tmp),
+           "XDG_CONFIG_HOME": str(e2e_tmp / "xdg-config"),
            "XDG_CACHE_HOME": str(e2e_tmp / "xdg-cache")}
-    playwright = sync_playwright().start()
+    saved_tmpdir = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = str(tmp)  # inherited by the driver, which creates the profile
+    try:
+        playwright = sync_playwright().start()
+    finally:
+        if saved_tmpdir is None:
+            os.environ.pop("TMPDIR")
+        else:
+            os.environ["TMPDIR"] = saved_tmpdir
+    chromium: list[psutil.Process] = []
     try:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
                                              args=CHROMIUM_ARGS, env=env)
+        chromium = [p for p in psutil.Process().children(recursive=True)
+                    if "chrom" in p.name()]  # the browser's own processes, by id
         yield browser
         browser.close()
     finally:
         playwright.stop()
+        _, alive = psutil.wait_procs(chromium, timeout=10)
+        for proc in alive:
+            proc.kill()
+    assert not alive, f"Chromium outlived browser.close(): pids {[p.pid for p in alive]}"
 
 
 @pytest.fixture(scope="session")

@@ -17,12 +17,15 @@ widget-error   a widget view showing an error (error widget, "Error displaying w
                "Failed to load model class", ...)
 widget-loading a widget view still showing "Loading widget..." once the kernel is idle
 server-log     a line with ``[E `` or ``Traceback`` in the server's log (kernels log there too)
-render         an explorer without its figure, or a control listed in the status line but not
-               rendered (or the reverse)
+kernel-output  stderr or an error the kernel sent while it handled a widget change (JupyterLab
+               shows such output in no cell: it would go unseen)
+render         an explorer without its figure (every control is named), a control listed in the
+               status line but not rendered (or the reverse), or a widget control outside any
+               explorer (nothing would test it)
 control        a control that cannot be moved, or whose shown value does not change
 figure         the figure's ``src`` did not change and settle, or its pixels barely changed
 value          the status line's value for a control differs from what the control shows
-explorer-error the explorer's red error box is visible (its callback raised)
+explorer-error the explorer's red error box appeared or changed after a move (its callback raised)
 timeout        "Run All" did not finish (no explorer is moved then)
 harness        the harness itself timed out or failed (the message says at which step)
 ============== ===========================================================================
@@ -63,16 +66,18 @@ SETTLE_TIMEOUT = 90.0  # widget views leaving "Loading widget..."
 VALUE_TIMEOUT = 30.0  # a moved control showing its new value
 FIGURE_TIMEOUT = 90.0  # the figure's src changing and settling after a move
 STABLE_SECONDS = 0.75  # a src unchanged this long, with the kernel idle, has settled
-QUIET_SECONDS = 5.0  # the kernel idle this long and the src unchanged: no new figure will come
+QUIET_SECONDS = 10.0  # the kernel idle this long and the src unchanged: no new figure will come
 POLL = 0.1
 MIN_CHANGED_PIXELS = 0.01  # a real redraw changes well over 1% of the figure's pixels
 VIEWPORT = {"width": 1280, "height": 900}
 MAX_SCREENSHOT_HEIGHT = 16000
 CHECK_NAMES = (
     "console-error", "page-error", "dialog", "cell-error", "not-executed", "stderr",
-    "widget-error", "widget-loading", "server-log", "render", "control", "figure", "value",
-    "explorer-error", "timeout", "harness",
+    "widget-error", "widget-loading", "server-log", "kernel-output", "render", "control",
+    "figure", "value", "explorer-error", "timeout", "harness",
 )
+# What a broken callback causes: the self-check keeps these apart, anything else is a problem.
+SELF_CHECK_EXPECTED = ("explorer-error", "figure", "value")
 
 
 @dataclass(frozen=True)
@@ -141,6 +146,9 @@ JS_STATE = with_panel("path", """
   const state = {app: !!window.jupyterapp, dialogs: [], panel: false};
   for (const d of document.querySelectorAll('.jp-Dialog')) {
     state.dialogs.push((d.innerText || '').trim().slice(0, 500));
+  }
+  for (const text of (window.__txDialogs || [])) {
+    if (!state.dialogs.includes(text)) state.dialogs.push(text);
   }
   const panel = panelFor(path);
   if (!panel) return state;
@@ -245,6 +253,18 @@ JS_EXPLORER_STATE = with_panel("el, path", """
             (d) => (d.innerText || '').trim().slice(0, 500))};
 """)
 
+# Installed before the page loads: every JupyterLab dialog ever shown, even one that came and went
+# between two polls.
+JS_DIALOG_RECORDER = """
+window.__txDialogs = [];
+new MutationObserver(() => {
+  for (const d of document.querySelectorAll('.jp-Dialog')) {
+    const text = (d.innerText || '').trim().slice(0, 500);
+    if (text && !window.__txDialogs.includes(text)) window.__txDialogs.push(text);
+  }
+}).observe(document, {childList: true, subtree: true});
+"""
+
 # Called on a control element: the value it shows, as helpers.widgets.display_value writes it.
 JS_SHOWN_VALUE = """
 (el) => {
@@ -294,14 +314,59 @@ import ipywidgets.widgets.widget as _e2e_widget
 from helpers.widgets import Explorer as _E2eExplorer
 
 
-def _e2e_broken_compute(**values):
-    raise RuntimeError("e2e self-check: the explorer's callback fails")
+_e2e_calls = [0]
+
+
+def _e2e_broken_compute(**values):  # a new message each call: each control's failure shows
+    _e2e_calls[0] += 1
+    raise RuntimeError(f"e2e self-check: the explorer's callback fails (call {_e2e_calls[0]})")
 
 
 for _e2e_w in list(_e2e_widget._instances.values()):
     if isinstance(_e2e_w, _E2eExplorer):
         _e2e_w.compute = _e2e_broken_compute
 """
+
+# After the kernel is ready: record stderr and errors the kernel sends for anything but a cell
+# (a widget change is a comm message; JupyterLab shows its output in no cell).
+JS_RECORD_KERNEL_OUTPUT = with_panel("path", """
+  const kernel = panelFor(path).sessionContext.session.kernel;
+  window.__txKernelOutput = [];
+  kernel.iopubMessage.connect((_, msg) => {
+    const type = msg.header.msg_type;
+    const parent = (msg.parent_header || {}).msg_type || '';
+    if (parent === 'execute_request') return;  // a cell's output: check_outputs sees it
+    if (type === 'stream' && msg.content.name === 'stderr') {
+      window.__txKernelOutput.push(`stderr (for a ${parent}): ${msg.content.text}`);
+    } else if (type === 'error') {
+      window.__txKernelOutput.push(
+        `${msg.content.ename}: ${msg.content.evalue} (for a ${parent})`);
+    }
+  });
+  return true;
+""")
+
+JS_TAKE_KERNEL_OUTPUT = """
+() => { const out = window.__txKernelOutput || []; window.__txKernelOutput = []; return out; }
+"""
+
+# Widget controls (rendered by ipywidgets) that are not inside an explorer: nothing tests them.
+JS_STRAY_CONTROLS = with_panel("path", """
+  const panel = panelFor(path);
+  const kinds = ['.widget-slider', '.widget-dropdown', '.widget-toggle-button',
+                 '.widget-toggle-buttons', '.widget-checkbox', '.widget-radio', '.widget-text',
+                 '.widget-textarea', '.widget-button'];
+  const stray = [];
+  panel.content.widgets.forEach((cell, index) => {
+    for (const el of cell.node.querySelectorAll(kinds.join(','))) {
+      if (!el.closest('.tx-explorer')) {
+        stray.push({cell: index, head: headOf(cell),
+                    what: [...el.classList].filter((c) => c.startsWith('widget-')).join(' ')});
+      }
+    }
+  });
+  return stray;
+""")
 
 JS_STATUS_VALUES = """
 (el) => Object.fromEntries([...el.querySelectorAll('.tx-status .tx-value')].map(
@@ -320,6 +385,8 @@ JS_CONTENT_HEIGHT = """
   .map((n) => n.scrollHeight))
 """
 
+
+JS_DECODED = "(img) => (img.decode ? img.decode().then(() => true, () => false) : true)"
 
 JS_SCROLL_TOP = """
 () => document.querySelectorAll('.jp-NotebookPanel .jp-WindowedPanel-outer')
@@ -384,7 +451,10 @@ class NotebookCheck:
         self.phases: list[tuple[str, int]] = []  # (phase, server-log offset where it began)
         self.started: list[float] = []  # when each phase began (time.monotonic)
         self._dialogs_seen: set[str] = set()
-        self._log_scanned = 0
+        # The log since the last scan (another check's end, the server's start) is scanned too.
+        self._log_scanned = server.scanned
+        self.phases.append(("before opening", server.scanned))
+        self.started.append(time.monotonic())
         self.enter("open")
         self.in_flight: set = set()  # HTTP requests the page has not finished
         page.on("request", lambda request: self.in_flight.add(request))
@@ -460,10 +530,14 @@ class NotebookCheck:
             finished = self.run_all()
             self.check_outputs()
             self.check_widget_views()
+            self.take_kernel_output()
             if finished:  # explorers are moved only in a notebook that ran to the end
+                self.check_stray_controls()
                 self.explore()
                 self.enter("after exploring")
                 self.check_widget_views(settle=False)
+                self.check_outputs()  # a cell that changed while the explorers were moved
+                self.take_kernel_output()
         except Abort:
             pass
         except Exception as exc:  # a Playwright error or timeout: report it, keep artefacts
@@ -482,6 +556,12 @@ class NotebookCheck:
 
         self.wait_until("the notebook to open and its kernel to be idle", OPEN_TIMEOUT,
                         kernel_ready)
+        self.page.evaluate(JS_RECORD_KERNEL_OUTPUT, self.path)
+
+    def take_kernel_output(self, where: str | None = None) -> None:
+        """A ``kernel-output`` problem for each stderr or error the kernel sent for no cell."""
+        for text in self.page.evaluate(JS_TAKE_KERNEL_OUTPUT):
+            self.problem("kernel-output", text.strip()[:300], where)
 
     def run_all(self) -> bool:
         """Run All, then wait until no cell is queued or running and the kernel is idle.
@@ -517,6 +597,9 @@ class NotebookCheck:
         return True
 
     def check_outputs(self) -> None:
+        """stderr, errors and cells that did not run (each problem reported once)."""
+        seen = {(p.where, p.check, p.detail) for p in self.report.problems}
+        before = len(self.report.problems)
         cells = self.page.evaluate(JS_OUTPUTS, self.path)
         failed_at = None
         for cell in cells:
@@ -533,6 +616,9 @@ class NotebookCheck:
             if cell["count"] is None and cell["head"].strip():
                 detail = "did not run" + (f" (after the error in {failed_at})" if failed_at else "")
                 self.problem("not-executed", detail, where)
+        new = self.report.problems[before:]
+        self.report.problems[before:] = [
+            p for p in new if (p.where, p.check, p.detail) not in seen]
 
     def check_widget_views(self, settle: bool = True) -> None:
         """Every widget view rendered: none loading (after a wait), none showing an error."""
@@ -550,6 +636,13 @@ class NotebookCheck:
                              f"{self.settle_timeout:.0f} s", where)
             if (view["errors"] or view["failed"]) and (where, "widget-error") not in seen:
                 self.problem("widget-error", self._error_text(view), where)
+
+    def check_stray_controls(self) -> None:
+        """A widget control outside every ``.tx-explorer`` would never be moved: say where."""
+        for stray in self.page.evaluate(JS_STRAY_CONTROLS, self.path):
+            self.problem("render", f"a widget control ({stray['what']}) outside any explorer "
+                         "(.tx-explorer): the suite cannot test it; build it with "
+                         "helpers.widgets.Explorer", f"cell {stray['cell'] + 1} ({stray['head']!r})")
 
     def _error_text(self, view: dict) -> str:
         """The message of an error view (an error widget shows it only after a click)."""
@@ -572,14 +665,20 @@ class NotebookCheck:
             for extra in [n for n in controls if n not in info["status"]]:
                 self.problem("render", f'control "{extra}" has no value in the status line',
                              f'{name}, control "{extra}"')
+            broken = None
             if info["figure"] != 1:
-                self.problem("render", f"has {info['figure']} figures (.tx-figure), expected 1")
-                continue
-            if info["figureError"] or not info["figureIsImage"]:
+                broken = f"it has {info['figure']} figures (.tx-figure), expected 1"
+            elif info["figureError"] or not info["figureIsImage"]:
                 error = self.page.locator(".jp-NotebookPanel .tx-explorer").nth(k).locator(
                     ".tx-figure .jupyter-widgets-error-widget")
                 shown = reveal_error(error.first) if info["figureError"] else "no image"
-                self.problem("render", f"the figure did not render: {shown}")
+                broken = f"its figure did not render: {shown}"
+            if broken:  # no control can be checked: name each one
+                for control in set(controls) | set(info["status"]):
+                    self.problem("render", f"cannot be checked: {broken}",
+                                 f'{name}, control "{control}"')
+                if not controls and not info["status"]:
+                    self.problem("render", broken)
                 continue
             for control in info["controls"]:
                 if control["kind"] == "text":
@@ -595,6 +694,7 @@ class NotebookCheck:
         figure = explorer.locator(".tx-figure").first
         before = explorer.evaluate(JS_EXPLORER_STATE, self.path)
         self._note_dialogs(before["dialogs"])
+        figure.evaluate(JS_DECODED)
         before_png = figure.screenshot()
         before_value = control.evaluate(JS_SHOWN_VALUE)
         action = self.move(control, kind)
@@ -612,8 +712,8 @@ class NotebookCheck:
             return
         self.report.moves.append(f"{where}: {before_value!r} -> {shown!r} ({action})")
         # 2. the figure changes and settles
-        after = self.wait_for_figure(explorer, before["src"])
-        if after["error"]:
+        after = self.wait_for_figure(explorer, before["src"], before["error"])
+        if after["error"] and after["error"] != before["error"]:  # this move's own error
             lines = [ln for ln in after["error"].splitlines() if ln.strip()]
             self.problem("explorer-error", f"after {action} the explorer shows an error: "
                          f"{lines[-1][:300] if lines else ''}")
@@ -626,6 +726,7 @@ class NotebookCheck:
             self.problem("figure", f"the figure kept changing for {FIGURE_TIMEOUT:.0f} s after "
                          f"{action}")
         else:
+            figure.evaluate(JS_DECODED)
             fraction = changed_fraction(before_png, figure.screenshot())
             if fraction < MIN_CHANGED_PIXELS:
                 self.problem("figure", f"after {action} the figure's src changed but only "
@@ -643,6 +744,8 @@ class NotebookCheck:
                 self.problem("value", f"after {action} the status line shows "
                              f"{other_name} = {status[other_name]!r} but the control{of} "
                              f"shows {other_shown!r}")
+        # 4. the kernel said nothing on stderr and raised nothing while it handled the change
+        self.take_kernel_output()
 
     def move(self, control: Locator, kind: str) -> str | None:
         """Change a control once, as a user would; return what was done (None: could not)."""
@@ -688,10 +791,12 @@ class NotebookCheck:
         self.problem("control", f"unknown control kind {kind!r}")
         return None
 
-    def wait_for_figure(self, explorer: Locator, before_src: str | None) -> dict:
+    def wait_for_figure(self, explorer: Locator, before_src: str | None,
+                        before_error: str = "") -> dict:
         """Poll until the src differs from ``before_src`` and stayed put for STABLE_SECONDS with
         the kernel idle; stop early once the kernel has been idle QUIET_SECONDS with no change
-        (or an error box is visible). Returns the last explorer state plus ``settled``."""
+        (or a second after a new error shows). Returns the last explorer state plus
+        ``settled``."""
         start = time.monotonic()
         last_src, last_change, idle_since = before_src, start, None
         while True:
@@ -706,7 +811,8 @@ class NotebookCheck:
                 return {**state, "settled": True}
             quiet = idle_since is not None and now - max(idle_since, last_change)
             if state["src"] == before_src and quiet and (
-                    quiet >= QUIET_SECONDS or (state["error"] and quiet >= 1.0)):
+                    quiet >= QUIET_SECONDS
+                    or (state["error"] and state["error"] != before_error and quiet >= 1.0)):
                 return {**state, "settled": False}
             if now - start > FIGURE_TIMEOUT:
                 return {**state, "settled": False}
@@ -732,8 +838,11 @@ class NotebookCheck:
         except Exception as exc:  # noqa: BLE001 - recorded like any harness failure
             self.problem("harness", f"{type(exc).__name__}: {str(exc).splitlines()[0][:500]}")
         finally:
-            self.report.self_check = self.report.problems
-            self.report.problems, self.report.moves = clean, moves
+            found = self.report.problems
+            self.report.self_check = [p for p in found if p.check in SELF_CHECK_EXPECTED]
+            # Anything else (a console error, a dialog, a log line...) is a real problem.
+            unexpected = [p for p in found if p.check not in SELF_CHECK_EXPECTED]
+            self.report.problems, self.report.moves = clean + unexpected, moves
 
     # -- after the run -------------------------------------------------------------------------
     def quiesce(self, timeout: float = 10.0) -> None:
@@ -779,6 +888,7 @@ class NotebookCheck:
                 detail = first if not last or last == first else f"{first} ... {last}"
                 self.problem("server-log", detail, phase)
         self._log_scanned = max(self._log_scanned, end)
+        self.server.scanned = max(self.server.scanned, end)
         self.report.artefacts["server.log"] = self.server.log_text(self.phases[0][1], end)
 
 
@@ -800,6 +910,7 @@ def check_notebook(browser: Browser, server: LabServer, path: str, *, label: str
     context = browser.new_context(viewport=VIEWPORT)
     context.set_default_timeout(60_000)
     page = context.new_page()
+    page.add_init_script(JS_DIALOG_RECORDER)
     if prepare_page is not None:
         prepare_page(page)
     check = NotebookCheck(page, server, path, label or path, settle_timeout=settle_timeout,
@@ -808,10 +919,10 @@ def check_notebook(browser: Browser, server: LabServer, path: str, *, label: str
         check.run()
         check.scan_log(server.log_size())
         if check.report.problems:
-            check.capture(full=not expect_problems)
+            check.capture()
         elif self_check and check.report.explorers:
             check.self_check()
-            check.capture(full=False)  # kept only if the test fails
+            check.capture()  # kept only if the test fails
     finally:
         check.enter("closing")
         check.quiesce()

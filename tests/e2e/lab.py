@@ -11,6 +11,7 @@ file that the checks scan for ``[E `` and ``Traceback`` lines.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import secrets
@@ -28,7 +29,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-SERIES_GLOB = "[0-9][0-9]_*.ipynb"
+SERIES_GLOB = "*.ipynb"  # every notebook (tests/test_hygiene.py checks their names)
 
 START_TIMEOUT = 120.0  # seconds for /api/status to answer; 2 to 3 s on an idle 2-core machine
 STOP_TIMEOUT = 30.0
@@ -50,8 +51,11 @@ LAB_SETTINGS = {
 
 
 def series_notebooks() -> list[Path]:
-    """Every notebook of the series; a new NN_*.ipynb gets its browser test automatically."""
-    return sorted(NOTEBOOKS.glob(SERIES_GLOB))
+    """Every notebook of the series; a new one gets its browser test automatically."""
+    found = sorted(NOTEBOOKS.glob(SERIES_GLOB))
+    if not found:
+        raise RuntimeError(f"no notebook in {NOTEBOOKS}")
+    return found
 
 
 def repo_path(path: Path) -> str:
@@ -77,9 +81,10 @@ def cleared_copy(source: Path, target: Path, first_cells: list[str] = ()) -> Non
     target.write_text(json.dumps(book, indent=1), encoding="utf-8")
 
 
-def fingerprint(folder: Path) -> dict[str, tuple[int, int]]:
-    """(size, mtime in ns) of every file under ``folder``: proof that nothing wrote there."""
-    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
+def fingerprint(folder: Path) -> dict[str, tuple[str, int]]:
+    """(SHA-256, mtime in ns) of every file under ``folder``: proof that nothing wrote there."""
+    return {str(p.relative_to(folder)): (hashlib.sha256(p.read_bytes()).hexdigest(),
+                                         p.stat().st_mtime_ns)
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
@@ -125,6 +130,7 @@ class LabServer:
         self.port = 0
         self.proc: subprocess.Popen | None = None
         self.log_path = self.work_dir / "server.log"
+        self.scanned = 0  # how far the checks have scanned the log (bytes)
         self._log_file = None
 
     # -- lifetime ------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ CALLBACK = '''\
 import helpers.widgets as _tw
 
 _on_change = _tw.Explorer._on_change
+_calls = [0]
 
 
 def _on_change_failing_from_browser(self, change):
@@ -20,8 +21,9 @@ def _on_change_failing_from_browser(self, change):
         return _on_change(self, change)
     compute = self.compute
 
-    def fail(**values):
-        raise RuntimeError("e2e mutation: the explorer's callback fails")
+    def fail(**values):  # a new message each call: each control's failure shows
+        _calls[0] += 1
+        raise RuntimeError(f"e2e mutation: the explorer's callback fails (call {_calls[0]})")
 
     self.compute = fail
     try:
