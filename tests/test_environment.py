@@ -128,3 +128,21 @@ def test_rerunning_set_up_does_not_reinstall():
     dry = subprocess.run(["make", "-n", "test"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert dry.returncode == 0, dry.stderr
     assert "pip install" not in dry.stdout, f"make test would reinstall:\n{dry.stdout}"
+
+
+def test_browser_suite_is_pinned_wired_into_ci_and_documented():
+    pins = pip_pins(ROOT / "requirements-e2e.txt", sys.version_info[:2])  # asserts every ==
+    assert {"playwright", "psutil", "pillow"} <= set(pins)
+    assert pins["jupyterlab"] == pip_pins(ROOT / "requirements.txt", sys.version_info[:2])[
+        "jupyterlab"], "the browser suite must test the JupyterLab the series pins"
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    lines = [ln.strip() for ln in ci.splitlines() if not ln.lstrip().startswith("#")]
+    test_at = next(i for i, ln in enumerate(lines) if re.search(r"\bmake test\b", ln))
+    apt_at = next(i for i, ln in enumerate(lines) if "apt-get install" in ln and "chromium" in ln)
+    e2e_at = next(i for i, ln in enumerate(lines) if re.search(r"\bmake e2e\b", ln))
+    assert test_at < e2e_at and apt_at < e2e_at, "CI: make test, then chromium, then make e2e"
+    assert "playwright install" not in ci  # never download a browser
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert re.search(r"^e2e:", makefile, re.M) and "requirements-e2e.txt" in makefile
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "make e2e" in readme and "apt-get install -y chromium" in readme
