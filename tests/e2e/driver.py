@@ -61,6 +61,8 @@ if TYPE_CHECKING:  # playwright is imported only where the browser is started (c
 
 # Generous limits: the machine has 2 cores and other tests may run beside this suite.
 OPEN_TIMEOUT = 180.0  # page load until the kernel is connected and idle (4 to 6 s idle machine)
+RUN_START_TIMEOUT = 20.0  # Run All until the first cell is queued (under a second when idle)
+RUN_ATTEMPTS = 3  # Run All is fired again only if no cell was queued at all
 RUN_TIMEOUT = 900.0  # "Run All" until every cell ran (a few seconds per notebook that does not train)
 SETTLE_TIMEOUT = 90.0  # widget views leaving "Loading widget..."
 VALUE_TIMEOUT = 30.0  # a moved control showing its new value
@@ -104,6 +106,7 @@ class Report:
     artefacts: dict[str, bytes | str] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)  # seconds per phase
     self_check: list[Problem] = field(default_factory=list)  # what the self-check caught
+    notes: list[str] = field(default_factory=list)  # what the harness had to retry, say
     seconds: float = 0.0
 
     def checks(self) -> set[str]:
@@ -171,8 +174,10 @@ JS_RUN_ALL = with_panel("path", """
   const app = window.jupyterapp;
   const panel = panelFor(path);
   app.shell.activateById(panel.id);
-  // Fire and forget: awaiting the command inside evaluate can hang for minutes.
-  void app.commands.execute('notebook:run-all-cells');
+  // Name the notebook (CellBarExtension.WIDGET_ID_ARG): without it the command acts on the
+  // tracker's current widget, which can still be unset just after the page loads (Run All
+  // then does nothing). Fire and forget: awaiting the command inside evaluate can hang.
+  void app.commands.execute('notebook:run-all-cells', {widgetId: panel.id});
   return true;
 """)
 
@@ -572,12 +577,26 @@ class NotebookCheck:
         self.enter("run all")
         if not self.state()["cells"]:
             return True
-        self.page.evaluate(JS_RUN_ALL, self.path)
+        def has_started(s):
+            return any(c["count"] is not None or c["prompt"] == "[*]:" for c in s["cells"])
+
+        for attempt in range(1, RUN_ATTEMPTS + 1):
+            self.page.evaluate(JS_RUN_ALL, self.path)
+            try:
+                self.wait_until("Run All to start", RUN_START_TIMEOUT, has_started)
+                break
+            except TimeoutError:
+                self.report.notes.append(f"Run All had not started {RUN_START_TIMEOUT:.0f} s "
+                                         f"after attempt {attempt}")
+        else:
+            self.problem("timeout", f"Run All did not start ({RUN_ATTEMPTS} attempts, "
+                         f"{RUN_START_TIMEOUT:.0f} s each): no cell was queued")
+            return False
         settled_since: list[float] = []
 
         def finished(s):
             cells, kernel = s["cells"], s.get("kernel") or {}
-            started = any(c["count"] is not None or c["prompt"] == "[*]:" for c in cells)
+            started = has_started(s)
             busy = any(c["prompt"] == "[*]:" for c in cells) or kernel.get("status") != "idle"
             if not started or busy:
                 settled_since.clear()
