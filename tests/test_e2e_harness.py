@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from tests.e2e.driver import changed_fraction, log_problems
+from tests.e2e.driver import Problem, Report, StallWatch, changed_fraction, log_problems
 from tests.e2e.lab import NOTEBOOKS, cleared_copy, fingerprint, series_notebooks
 from tests.e2e.mutations import MUTATIONS, chosen_mutations
 
@@ -97,3 +97,54 @@ def test_mutation_cells_compile_and_patch_the_explorer(name):
     cell, check = MUTATIONS[name]
     compile(cell, f"<mutation {name}>", "exec")
     assert "helpers.widgets" in cell and check in {"explorer-error", "render"}
+
+
+def page_state(counts, queued, status="idle"):
+    cells = [{"index": i, "count": c, "prompt": "[*]:" if i + 1 in queued else ""}
+             for i, c in enumerate(counts)]
+    return {"cells": cells, "kernel": {"status": status}}
+
+
+def test_stall_watch_fires_only_for_an_idle_kernel_with_a_queue_that_does_not_move():
+    now = [0.0]
+    watch = StallWatch(seconds=30, clock=lambda: now[0])
+    stuck = page_state([1, 2, None, None], queued=[3, 4])
+    assert watch.see(stuck) is None
+    now[0] = 29.0
+    assert watch.see(stuck) is None
+    now[0] = 31.0
+    assert watch.see(stuck) == ("the kernel sat idle for 30 s with cells [3, 4] still queued "
+                                "(2 cell(s) had run)")
+    # A busy kernel (a long cell) or a queue that moves is never a stall.
+    for state in (page_state([1, 2, None, None], [3, 4], status="busy"),
+                  page_state([1, 2, 3, None], [4]), page_state([1, 2, 3, 4], [])):
+        now[0] += 100.0
+        assert watch.see(state) is None
+
+
+def test_a_stalled_check_is_redone_once_and_said(monkeypatch, tmp_path):
+    import tests.e2e.conftest as e2e
+
+    def stalled(label):
+        return Report(label, problems=[Problem(label, "run all", "stalled", "stuck")])
+
+    outcomes = [stalled("nb"), Report("nb")]
+    monkeypatch.setattr(e2e, "check_notebook", lambda *a, **k: outcomes.pop(0))
+
+    class Server:
+        root_dir = tmp_path
+
+    class Node:
+        stash = {e2e.REPORTS: []}
+
+    lab = e2e.Lab(Server(), browser=None, cache={})
+    lab.node = Node()
+    with pytest.warns(e2e.E2ERetryWarning, match="first attempt stalled"):
+        report = lab.check(series_notebooks()[0])
+    assert not report.problems and outcomes == []
+    assert report.notes == ["the first attempt stalled (stuck); checked again with a fresh page "
+                            "and kernel"]
+    outcomes[:] = [stalled("nb"), stalled("nb"), Report("nb")]  # a second stall fails
+    with pytest.warns(e2e.E2ERetryWarning):
+        report = lab.check(series_notebooks()[0])
+    assert [p.check for p in report.problems] == ["stalled"] and len(outcomes) == 1
