@@ -120,6 +120,12 @@ def test_stall_watch_fires_only_for_an_idle_kernel_with_a_queue_that_does_not_mo
                   page_state([1, 2, 3, None], [4]), page_state([1, 2, 3, 4], [])):
         now[0] += 100.0
         assert watch.see(state) is None
+    # A long cell whose widget messages make the status read "idle" (ipykernel 7 subshells)
+    # keeps sending messages: not a stall.
+    long_cell = page_state([1, None, None], [2, 3])
+    for tick in range(10):
+        now[0] += 20.0
+        assert watch.see({**long_cell, "iopub": tick}) is None
 
 
 def test_a_stalled_check_is_redone_once_and_said(monkeypatch, tmp_path):

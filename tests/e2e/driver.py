@@ -27,7 +27,8 @@ figure         the figure's ``src`` did not change and settle, or its pixels bar
 value          the status line's value for a control differs from what the control shows
 explorer-error the explorer's red error box appeared or changed after a move (its callback raised)
 timeout        "Run All" did not finish (no explorer is moved then)
-stalled        the kernel sat idle while cells stayed queued, nothing changing for STALL_SECONDS
+stalled        the kernel sat idle while cells stayed queued, with no kernel message at all and
+               no cell finishing for STALL_SECONDS
                (seen twice in about 20 runs of the suite under load, see README.md; the suite
                checks such a notebook once more with a fresh kernel and prints a note)
 harness        the harness itself timed out or failed (the message says at which step)
@@ -66,7 +67,7 @@ if TYPE_CHECKING:  # playwright is imported only where the browser is started (c
 OPEN_TIMEOUT = 180.0  # page load until the kernel is connected and idle (4 to 6 s idle machine)
 RUN_START_TIMEOUT = 20.0  # Run All until the first cell is queued (under a second when idle)
 RUN_ATTEMPTS = 3  # Run All is fired again only if no cell was queued at all
-STALL_SECONDS = 30.0  # kernel idle, cells queued, nothing changing: the queue will not move
+STALL_SECONDS = 60.0  # kernel idle, cells queued, no kernel message: the queue will not move
 RUN_TIMEOUT = 900.0  # "Run All" until every cell ran (a few seconds per notebook that does not train)
 SETTLE_TIMEOUT = 90.0  # widget views leaving "Loading widget..."
 VALUE_TIMEOUT = 30.0  # a moved control showing its new value
@@ -128,7 +129,12 @@ class Stalled(Exception):
 
 class StallWatch:
     """Feed it every polled page state during Run All; :meth:`see` returns a message once the
-    kernel has been idle with cells queued and nothing changing for ``seconds``."""
+    kernel has been idle with cells queued, no cell count changing and no kernel message at all
+    (``state["iopub"]`` counts them) for ``seconds``.
+
+    The status alone is not enough: with ipykernel 7, JupyterLab sends widget messages to a
+    subshell, whose "idle" can show while the main shell still runs a long cell (notebook 07's
+    training, which updates a widget as it goes, so its messages keep this watch quiet)."""
 
     def __init__(self, seconds: float = STALL_SECONDS, clock: Callable[[], float] = time.monotonic):
         self.seconds, self.clock = seconds, clock
@@ -137,7 +143,7 @@ class StallWatch:
     def see(self, state: dict) -> str | None:
         cells, status = state["cells"], (state.get("kernel") or {}).get("status")
         queued = [c["index"] + 1 for c in cells if c["prompt"] == "[*]:"]
-        key = (tuple(c["count"] for c in cells), tuple(queued), status)
+        key = (tuple(c["count"] for c in cells), tuple(queued), status, state.get("iopub"))
         if not (queued and status == "idle") or key != self.key:
             self.key, self.since = key, self.clock()
             return None
@@ -186,6 +192,7 @@ JS_STATE = with_panel("path", """
   const panel = panelFor(path);
   if (!panel) return state;
   state.panel = true;
+  state.iopub = window.__txIopubCount || 0;
   state.ready = panel.context.isReady;
   const session = panel.sessionContext.session;
   const kernel = session ? session.kernel : null;
@@ -367,7 +374,9 @@ for _e2e_w in list(_e2e_widget._instances.values()):
 JS_RECORD_KERNEL_OUTPUT = with_panel("path", """
   const kernel = panelFor(path).sessionContext.session.kernel;
   window.__txKernelOutput = [];
+  window.__txIopubCount = 0;  // any message at all: the kernel is alive and doing something
   kernel.iopubMessage.connect((_, msg) => {
+    window.__txIopubCount += 1;
     const type = msg.header.msg_type;
     const parent = (msg.parent_header || {}).msg_type || '';
     if (parent === 'execute_request') return;  // a cell's output: check_outputs sees it
