@@ -11,7 +11,14 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from tests.e2e.driver import Problem, Report, StallWatch, changed_fraction, log_problems
+from tests.e2e.driver import (
+    Problem,
+    Report,
+    StallWatch,
+    changed_fraction,
+    closed_socket_race,
+    log_problems,
+)
 from tests.e2e.lab import NOTEBOOKS, cleared_copy, fingerprint, series_notebooks
 from tests.e2e.mutations import MUTATIONS, chosen_mutations
 
@@ -49,6 +56,21 @@ def test_log_problems_finds_errors_and_tracebacks_only():
     assert found[0][1] == "ValueError: boom"  # the last line of the record says what failed
     assert found[1] == ("Traceback (most recent call last):", "RuntimeError: in a kernel")
     assert log_problems("[I all fine]\n[W a warning]\n") == []
+
+
+def test_only_a_bare_closed_websocket_traceback_is_the_closing_race():
+    race = "\n".join([
+        "Traceback (most recent call last):",
+        '  File "tornado/websocket.py", line 1090, in write_message',
+        "    raise WebSocketClosedError()",
+        "tornado.websocket.WebSocketClosedError",
+    ])
+    [(first, last)] = log_problems(race)
+    assert closed_socket_race(first, last)
+    other = race.replace("tornado.websocket.WebSocketClosedError", "ValueError: boom")
+    assert not closed_socket_race(*log_problems(other)[0])
+    error_record = "[E 2026-11-29 12:00:02.000 ServerApp] tornado.websocket.WebSocketClosedError"
+    assert not closed_socket_race(*log_problems(error_record)[0])
 
 
 def test_series_notebooks_are_every_notebook():

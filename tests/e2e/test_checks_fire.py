@@ -50,7 +50,7 @@ EXPECTED = [
     (NOISY, "cell-error", "cell 7", "RuntimeError: fixture: this cell raises"),
     (NOISY, "not-executed", "cell 8", "after the error in cell 7"),
     (DIALOG, "dialog", "run all", "fixture: an alert"),
-    (KERNEL_DIES, "dialog", "run all", "Kernel Restarting"),
+    (KERNEL_DIES, "dialog", "run all", "appears to have died"),
 ]
 
 
