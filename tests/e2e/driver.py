@@ -377,17 +377,23 @@ JS_RECORD_KERNEL_OUTPUT = with_panel("path", """
   window.__txIopubCount = 0;  // any message at all: the kernel is alive and doing something
   // When it connects, JupyterLab's widget manager opens a 'jupyter.widget.control' comm to fetch
   // the kernel's widgets; before ipywidgets is imported the kernel logs that it has no such
-  // target (and no such comm, for the probe's follow-ups) and the manager carries on. Whether
-  // that lands before or after this recorder starts is timing: those lines alone are not
-  // problems. Anything else on stderr, or the same words for any other comm, still is.
-  const probes = new Set();
+  // target, then "No such comm: <id>" for the probe's follow-ups, and the manager carries on.
+  // Whether those lines land before or after this recorder starts is timing, so they alone are
+  // not problems: the target line, and "No such comm" for a probe or for a comm opened before
+  // this recorder started (no cell has run by then: the only such comm is the probe). The same
+  // words for a comm opened later, and anything else on stderr, are still problems.
+  const probes = new Set(), opened = new Set();
   kernel.anyMessage.connect((_, {msg, direction}) => {
-    if (direction === 'send' && msg.header.msg_type === 'comm_open'
-        && msg.content.target_name === 'jupyter.widget.control') probes.add(msg.content.comm_id);
+    if (msg.header.msg_type !== 'comm_open') return;
+    opened.add(msg.content.comm_id);
+    if (direction === 'send' && msg.content.target_name === 'jupyter.widget.control') {
+      probes.add(msg.content.comm_id);
+    }
   });
   const probeNoise = (text) => text.split('\\n').map((l) => l.trim()).filter((l) => l).every(
     (l) => l === 'No such comm target registered: jupyter.widget.control'
-           || (l.startsWith('No such comm: ') && probes.has(l.slice(14))));
+           || (l.startsWith('No such comm: ')
+               && (probes.has(l.slice(14)) || !opened.has(l.slice(14)))));
   kernel.iopubMessage.connect((_, msg) => {
     window.__txIopubCount += 1;
     const type = msg.header.msg_type;
