@@ -13,7 +13,6 @@ import re
 import shutil
 import signal
 import tempfile
-import warnings
 from pathlib import Path
 
 import psutil
@@ -33,10 +32,6 @@ CHROMIUM_ARGS = [
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]
 REPORTS = pytest.StashKey[list]()
-
-
-class E2ERetryWarning(UserWarning):
-    """A notebook was checked a second time because Run All stalled the first time."""
 
 
 class Lab:
@@ -63,21 +58,12 @@ class Lab:
             target = self.server.root_dir / folder / name
             cleared_copy(source, target, list(first_cells))
             label = repo_path(source) + (f" (mutation: {mutation})" if mutation else "")
-            notes = []
-            for _attempt in range(2):  # a second, fresh attempt only after a stalled Run All
-                report = check_notebook(self.browser, self.server, f"{folder}/{name}",
-                                        label=label, prepare_page=prepare_page,
-                                        settle_timeout=settle_timeout, run_timeout=run_timeout,
-                                        expect_problems=expect_problems or bool(mutation),
-                                        self_check=self_check)
-                report.notes[:0] = notes
-                stalled = [p for p in report.problems if p.check == "stalled"]
-                if not stalled or notes:
-                    break
-                notes.append(f"the first attempt stalled ({stalled[0].detail}); checked again "
-                             "with a fresh page and kernel")
-            for note in notes:  # in pytest's warnings summary: never silent
-                warnings.warn(f"{label}: {note}", E2ERetryWarning, stacklevel=2)
+            # Checked once: a stalled Run All or any other flake fails the test, never retried.
+            report = check_notebook(self.browser, self.server, f"{folder}/{name}", label=label,
+                                    prepare_page=prepare_page, settle_timeout=settle_timeout,
+                                    run_timeout=run_timeout,
+                                    expect_problems=expect_problems or bool(mutation),
+                                    self_check=self_check)
             if cached:
                 self.cache[key] = report
         self.node.stash[REPORTS].append(report)

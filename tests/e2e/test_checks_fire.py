@@ -38,6 +38,7 @@ EXPECTED = [
     (BROKEN, "figure", 'control "barely_visible"', "of its pixels did"),
     (BROKEN, "kernel-output", 'control "link_breaks"', "RuntimeError: fixture: link callback"),
     (BROKEN, "kernel-output", 'control "noisy_on_change"', "fixture: a warning on stderr"),
+    (BROKEN, "kernel-output", 'control "comm_noise"', "No such comm: "),  # not the probe's
     (BROKEN, "render", "stray_slider = W.IntSlider", "outside any explorer"),
     (BROKEN, "render", 'control "no_frontend"', "Failed to load view class"),
     (BROKEN, "widget-error", "NoViewSlider", "Failed to load view class"),
