@@ -16,10 +16,9 @@ from tests.e2e.driver import (
     Report,
     StallWatch,
     changed_fraction,
-    closed_socket_race,
     log_problems,
 )
-from tests.e2e.lab import NOTEBOOKS, cleared_copy, fingerprint, series_notebooks
+from tests.e2e.lab import NOTEBOOKS, LabServer, cleared_copy, fingerprint, series_notebooks
 from tests.e2e.mutations import MUTATIONS, chosen_mutations
 
 
@@ -58,19 +57,15 @@ def test_log_problems_finds_errors_and_tracebacks_only():
     assert log_problems("[I all fine]\n[W a warning]\n") == []
 
 
-def test_only_a_bare_closed_websocket_traceback_is_the_closing_race():
-    race = "\n".join([
-        "Traceback (most recent call last):",
-        '  File "tornado/websocket.py", line 1090, in write_message',
-        "    raise WebSocketClosedError()",
-        "tornado.websocket.WebSocketClosedError",
-    ])
-    [(first, last)] = log_problems(race)
-    assert closed_socket_race(first, last)
-    other = race.replace("tornado.websocket.WebSocketClosedError", "ValueError: boom")
-    assert not closed_socket_race(*log_problems(other)[0])
-    error_record = "[E 2026-11-29 12:00:02.000 ServerApp] tornado.websocket.WebSocketClosedError"
-    assert not closed_socket_race(*log_problems(error_record)[0])
+def test_the_kernel_is_shut_down_only_after_the_server_let_go_of_the_page(monkeypatch, tmp_path):
+    server = LabServer(tmp_path, tmp_path)
+    answers = [[{"id": "k", "connections": 1}]] * 3 + [[{"id": "k", "connections": 0}]]
+    monkeypatch.setattr(server, "kernels", lambda: answers.pop(0))
+    assert server.wait_disconnected(timeout=5) and answers == []  # polled until 0 connections
+    answers[:] = [[{"id": "k", "connections": 1}, {"id": "j", "connections": 0}]] * 1000
+    assert not server.wait_disconnected(timeout=0.3)  # one still connected: says so
+    answers[:] = [[]]
+    assert server.wait_disconnected(timeout=0)  # no kernel at all
 
 
 def test_series_notebooks_are_every_notebook():

@@ -109,7 +109,6 @@ class Report:
     artefacts: dict[str, bytes | str] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)  # seconds per phase
     self_check: list[Problem] = field(default_factory=list)  # what the self-check caught
-    notes: list[str] = field(default_factory=list)  # what was seen and forgiven, printed
     seconds: float = 0.0
 
     def checks(self) -> set[str]:
@@ -482,15 +481,6 @@ def log_problems(text: str) -> list[tuple[str, str]]:
         else:
             i += 1
     return found
-
-
-def closed_socket_race(first: str, last: str) -> bool:
-    """A traceback that only says a kernel message reached a websocket the browser had just
-    closed. jupyter_server 2.x catches ``WebSocketClosedError`` for the legacy websocket protocol
-    but not for ``v1.kernel.websocket.jupyter.org``, which JupyterLab 4 speaks, so a message the
-    kernel sends while the suite closes the page is logged as a traceback. Forgiven only while
-    the page is closing (kept as a note); anywhere else it is a problem."""
-    return "Traceback" in first and last == "tornado.websocket.WebSocketClosedError"
 
 
 def reveal_error(error_widget: Locator) -> str:
@@ -973,9 +963,6 @@ class NotebookCheck:
                 continue
             for first, last in log_problems(self.server.log_text(start, stop)):
                 detail = first if not last or last == first else f"{first} ... {last}"
-                if phase == "closing" and closed_socket_race(first, last):
-                    self.report.notes.append(f"closing: server log: {detail}")
-                    continue
                 self.problem("server-log", detail, phase)
         self._log_scanned = max(self._log_scanned, end)
         self.server.scanned = max(self.server.scanned, end)
@@ -988,8 +975,9 @@ def check_notebook(browser: Browser, server: LabServer, path: str, *, label: str
                    run_timeout: float = RUN_TIMEOUT, expect_problems: bool = False,
                    self_check: bool = False) -> Report:
     """Open ``path`` (relative to the server's root) in a fresh browser context, run all cells,
-    check outputs and widget views, move every explorer control; then close the context, delete
-    the notebook's session (shutting its kernel down) and scan the server log.
+    check outputs and widget views, move every explorer control; then close the context, wait
+    until the server has closed its kernel websockets, delete the notebook's session (shutting
+    its kernel down) and scan the server log.
 
     ``prepare_page`` is called with the page before it loads (the tests use it to break the
     widget front end on purpose). ``expect_problems`` (a notebook broken on purpose) skips the
@@ -1017,6 +1005,12 @@ def check_notebook(browser: Browser, server: LabServer, path: str, *, label: str
         check.enter("closing")
         check.quiesce()
         context.close()
+        # Shut the kernel down only once the server has let go of the page's websocket: a
+        # shutdown message sent to a socket the browser closed but the server has not yet let
+        # go of is logged as a WebSocketClosedError traceback (jupyter_server 2.21).
+        if not server.wait_disconnected():
+            check.problem("harness", "the server kept the closed page's kernel websocket open "
+                          "for 30 s")
         server.delete_sessions()
         check.scan_log(server.log_size())
         if check.report.problems:

@@ -246,6 +246,19 @@ class LabServer:
     def kernels(self) -> list[dict]:
         return self.api("GET", "/api/kernels")
 
+    def wait_disconnected(self, timeout: float = 30) -> bool:
+        """Wait until no kernel has a websocket connection, that is until the server has run
+        its close handler for every page that was closed. Until then it still forwards kernel
+        messages to the closed socket, and jupyter_server 2.x does not catch the
+        ``WebSocketClosedError`` that raises for JupyterLab 4's websocket protocol (it logs a
+        traceback). Returns False if a connection is still open after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while any(kernel.get("connections", 0) > 0 for kernel in self.kernels()):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.1)
+        return True
+
     def delete_sessions(self, timeout: float = 60) -> None:
         """Delete every session (which shuts its kernel down) and wait until no kernel runs."""
         for session in self.sessions():

@@ -50,8 +50,6 @@ def test_notebook_in_jupyterlab(lab, notebook):
     print(f"{report.notebook}: {len(report.explorers)} explorer(s), {report.seconds:.1f} s")
     for move in report.moves:
         print("  moved", move)
-    for note in report.notes:
-        print("  note:", note)
     assert not report.problems, report.summary()
     missing = uncaught(report.self_check, report.explorers, "explorer-error")
     assert not missing, ("self-check: a broken callback was not reported for "
