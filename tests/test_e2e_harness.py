@@ -57,15 +57,85 @@ def test_log_problems_finds_errors_and_tracebacks_only():
     assert log_problems("[I all fine]\n[W a warning]\n") == []
 
 
-def test_the_kernel_is_shut_down_only_after_the_server_let_go_of_the_page(monkeypatch, tmp_path):
+def test_wait_disconnected_polls_until_no_kernel_has_a_connection(monkeypatch, tmp_path):
     server = LabServer(tmp_path, tmp_path)
     answers = [[{"id": "k", "connections": 1}]] * 3 + [[{"id": "k", "connections": 0}]]
     monkeypatch.setattr(server, "kernels", lambda: answers.pop(0))
     assert server.wait_disconnected(timeout=5) and answers == []  # polled until 0 connections
-    answers[:] = [[{"id": "k", "connections": 1}, {"id": "j", "connections": 0}]] * 1000
-    assert not server.wait_disconnected(timeout=0.3)  # one still connected: says so
-    answers[:] = [[]]
-    assert server.wait_disconnected(timeout=0)  # no kernel at all
+    answers[:] = [[{"id": "j", "connections": 0}, {"id": "k", "connections": 1}]] * 1000
+    assert not server.wait_disconnected(timeout=0.3)  # a later kernel still connected: says so
+
+
+class FakeServer:
+    """What check_notebook needs of a LabServer, with a real log file; records its calls."""
+
+    def __init__(self, log, calls, let_go=True):
+        self.log, self.calls, self.let_go, self.scanned = log, calls, let_go, 0
+
+    def log_size(self):
+        return self.log.stat().st_size
+
+    def log_text(self, start=0, end=None):
+        return self.log.read_bytes()[start:end].decode()
+
+    def delete_sessions(self):
+        self.calls.append("delete sessions")
+
+    def wait_disconnected(self, timeout):
+        self.calls.append("wait disconnected")
+        return self.let_go
+
+    def kernels(self):
+        return [{"id": "k", "connections": 1}]
+
+
+class FakePage:
+    def add_init_script(self, script):
+        pass
+
+    def on(self, event, handler):
+        pass
+
+
+class FakeContext:
+    def __init__(self, calls, on_close):
+        self.calls, self.on_close = calls, on_close
+
+    def set_default_timeout(self, ms):
+        pass
+
+    def new_page(self):
+        return FakePage()
+
+    def close(self):
+        self.calls.append("close page")
+        self.on_close()
+
+
+@pytest.mark.parametrize("let_go", [True, False])
+def test_closing_shuts_the_kernel_down_after_the_server_let_go_and_forgives_nothing(
+        monkeypatch, tmp_path, let_go):
+    import tests.e2e.driver as driver
+
+    log, calls = tmp_path / "server.log", []
+    log.write_text("[I 2026-11-29 12:00:00.000 ServerApp] started\n")
+    race = ("Traceback (most recent call last):\n  File \"tornado/websocket.py\", line 1090\n"
+            "tornado.websocket.WebSocketClosedError\n")
+
+    def closed():  # a kernel message racing the page's close is logged
+        with log.open("a") as f:
+            f.write(race)
+
+    class Browser:
+        def new_context(self, viewport):
+            return FakeContext(calls, closed)
+
+    monkeypatch.setattr(driver.NotebookCheck, "run", lambda self: self.report)
+    report = driver.check_notebook(Browser(), FakeServer(log, calls, let_go), "nb.ipynb")
+    assert calls == ["delete sessions", "close page", "wait disconnected", "delete sessions"]
+    found = [(p.where, p.check) for p in report.problems]
+    assert ("closing", "server-log") in found  # the closing race is a problem like any other
+    assert (("closing", "harness") in found) is not let_go, found
 
 
 def test_series_notebooks_are_every_notebook():

@@ -26,7 +26,7 @@ control        a control that cannot be moved, or whose shown value does not cha
 figure         the figure's ``src`` did not change and settle, or its pixels barely changed
 value          the status line's value for a control differs from what the control shows
 explorer-error the explorer's red error box appeared or changed after a move (its callback raised)
-timeout        "Run All" did not finish (no explorer is moved then)
+timeout        "Run All" did not start or did not finish (no explorer is moved then)
 stalled        the kernel sat idle while cells stayed queued, with no kernel message at all and
                no cell finishing for STALL_SECONDS (seen twice in about 20 runs under load
                with ipykernel 7.3, none since the pin to 7.4, see README.md); never retried
@@ -68,6 +68,7 @@ RUN_START_TIMEOUT = 60.0  # Run All until the first cell is queued (under a seco
 STALL_SECONDS = 60.0  # kernel idle, cells queued, no kernel message: the queue will not move
 RUN_TIMEOUT = 900.0  # "Run All" until every cell ran (a few seconds per notebook that does not train)
 SETTLE_TIMEOUT = 90.0  # widget views leaving "Loading widget..."
+DISCONNECT_TIMEOUT = 30.0  # closed page until the server ran its websocket close handler
 VALUE_TIMEOUT = 30.0  # a moved control showing its new value
 FIGURE_TIMEOUT = 90.0  # the figure's src changing and settling after a move
 STABLE_SECONDS = 0.75  # a src unchanged this long, with the kernel idle, has settled
@@ -976,8 +977,8 @@ def check_notebook(browser: Browser, server: LabServer, path: str, *, label: str
                    self_check: bool = False) -> Report:
     """Open ``path`` (relative to the server's root) in a fresh browser context, run all cells,
     check outputs and widget views, move every explorer control; then close the context, wait
-    until the server has closed its kernel websockets, delete the notebook's session (shutting
-    its kernel down) and scan the server log.
+    until the server has run its close handler for the page's kernel websocket, delete the
+    notebook's session (shutting its kernel down) and scan the server log.
 
     ``prepare_page`` is called with the page before it loads (the tests use it to break the
     widget front end on purpose). ``expect_problems`` (a notebook broken on purpose) skips the
@@ -1008,9 +1009,9 @@ def check_notebook(browser: Browser, server: LabServer, path: str, *, label: str
         # Shut the kernel down only once the server has let go of the page's websocket: a
         # shutdown message sent to a socket the browser closed but the server has not yet let
         # go of is logged as a WebSocketClosedError traceback (jupyter_server 2.21).
-        if not server.wait_disconnected():
-            check.problem("harness", "the server kept the closed page's kernel websocket open "
-                          "for 30 s")
+        if not server.wait_disconnected(DISCONNECT_TIMEOUT):
+            check.problem("harness", f"the server still counted a connection to the kernel "
+                          f"{DISCONNECT_TIMEOUT:.0f} s after the page closed: {server.kernels()}")
         server.delete_sessions()
         check.scan_log(server.log_size())
         if check.report.problems:
