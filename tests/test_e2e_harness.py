@@ -11,13 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from tests.e2e.driver import (
-    Problem,
-    Report,
-    StallWatch,
-    changed_fraction,
-    log_problems,
-)
+from tests.e2e.driver import Problem, Report, StallWatch, changed_fraction, log_problems
 from tests.e2e.lab import NOTEBOOKS, LabServer, cleared_copy, fingerprint, series_notebooks
 from tests.e2e.mutations import MUTATIONS, chosen_mutations
 

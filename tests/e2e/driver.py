@@ -1006,9 +1006,8 @@ def check_notebook(browser: Browser, server: LabServer, path: str, *, label: str
         check.enter("closing")
         check.quiesce()
         context.close()
-        # Shut the kernel down only once the server has let go of the page's websocket: a
-        # shutdown message sent to a socket the browser closed but the server has not yet let
-        # go of is logged as a WebSocketClosedError traceback (jupyter_server 2.21).
+        # Shut the kernel down only once the server let go of the page's websocket (see
+        # LabServer.wait_disconnected): otherwise its shutdown messages can log a traceback.
         if not server.wait_disconnected(DISCONNECT_TIMEOUT):
             check.problem("harness", f"the server still counted a connection to the kernel "
                           f"{DISCONNECT_TIMEOUT:.0f} s after the page closed: {server.kernels()}")

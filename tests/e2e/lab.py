@@ -246,10 +246,10 @@ class LabServer:
     def kernels(self) -> list[dict]:
         return self.api("GET", "/api/kernels")
 
-    def wait_disconnected(self, timeout: float = 30) -> bool:
+    def wait_disconnected(self, timeout: float) -> bool:
         """Wait until no kernel has a websocket connection, that is until the server has run
         its close handler for every page that was closed. Until then it still forwards kernel
-        messages to the closed socket, and jupyter_server 2.x does not catch the
+        messages to the closed socket, and jupyter_server 2.21 does not catch the
         ``WebSocketClosedError`` that raises for JupyterLab 4's websocket protocol (it logs a
         traceback). Returns False if a connection is still open after ``timeout``."""
         deadline = time.monotonic() + timeout
