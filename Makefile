@@ -11,6 +11,20 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 E2E_STAMP := $(VENV)/.installed-e2e
 CHROMIUM ?= /usr/bin/chromium
+# Extra arguments for `jupyter lab` (tests/test_lab.py passes --no-browser, a port and a token).
+LAB_ARGS ?=
+
+# JupyterLab settings for everyone using this environment, installed by the set-up: no "get
+# notified about official Jupyter news?" prompt over the notebook, no update check, and no
+# extension manager asking PyPI (the series needs no extensions beyond its pinned ones).
+LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
+define OVERRIDES_JSON
+{
+  "@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": false},
+  "@jupyterlab/extensionmanager-extension:plugin": {"enabled": false}
+}
+endef
+export OVERRIDES_JSON
 
 # The kernel must be the one in .venv, never a user-level "python3" kernelspec from elsewhere.
 export JUPYTER_PREFER_ENV_PATH := 1
@@ -34,15 +48,23 @@ $(STAMP): requirements.txt requirements-test.txt pyproject.toml
 	$(BIN)/python -m pip install --quiet -r requirements-test.txt -e .
 	touch $@
 
+$(LAB_OVERRIDES): $(STAMP) Makefile
+	mkdir -p $(dir $@)
+	printf '%s\n' "$$OVERRIDES_JSON" > $@
+
 # Playwright drives Debian's chromium; it never downloads a browser of its own.
 $(E2E_STAMP): $(STAMP) requirements-e2e.txt
 	$(BIN)/python -m pip install --quiet -r requirements-e2e.txt
 	touch $@
 
-lab: $(STAMP)
-	$(BIN)/jupyter lab notebooks/
+# Jupyter refuses to start as root unless told to, and Docker images and many class servers run
+# as root: there, say so and pass --allow-root.
+lab: $(STAMP) $(LAB_OVERRIDES)
+	@if [ "$$(id -u)" = 0 ]; then echo "make lab: running as root (as Docker images and many" \
+	  "class servers do); JupyterLab starts as root only with --allow-root, so it gets it"; fi
+	$(BIN)/jupyter lab notebooks/ $$([ "$$(id -u)" = 0 ] && echo --allow-root) $(LAB_ARGS)
 
-test: $(STAMP)
+test: $(STAMP) $(LAB_OVERRIDES)
 	$(BIN)/python -m pytest
 
 e2e: $(E2E_STAMP)

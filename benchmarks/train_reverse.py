@@ -1,16 +1,26 @@
-"""Train notebook 07's reversal model in NumPy: time to the stopping rule, tokens per second.
+"""Train notebook 07's reversal model in NumPy: per-seed results, time per step, tokens per second.
 
-    OPENBLAS_NUM_THREADS=1 python benchmarks/train_reverse.py            # one core, seed 0
-    OPENBLAS_NUM_THREADS=1 python benchmarks/train_reverse.py --seeds 0 1 2
-    OPENBLAS_NUM_THREADS=1 python benchmarks/train_reverse.py --save     # regenerate data/
+    OPENBLAS_NUM_THREADS=1 python benchmarks/train_reverse.py                    # seed 0
+    OPENBLAS_NUM_THREADS=1 python benchmarks/train_reverse.py --seeds 0 1 2 3 4  # the seed table
+    OPENBLAS_NUM_THREADS=1 python benchmarks/train_reverse.py --seeds 0 1 2 3 4 --recipes --warmup
+    OPENBLAS_NUM_THREADS=1 python benchmarks/train_reverse.py --seeds 0 1 2 3 4 --save  # data/
 
-Prints, per seed, the steps and wall-clock seconds until the stopping rule (two validation
-evaluations in a row with 100% exact match on the 1,000 validation sequences, greedy decoding,
-EOS included), the time per training step, the training throughput in real (non-padding) target
-tokens per second, training steps only, and the exact match on the 1,000 test sequences,
-evaluated once after training.
---save writes data/reverse_model.npz and data/reverse_model.json (seed 0, the notebook's run);
-the result is bit-for-bit the same on every run with the same NumPy and BLAS build.
+For each seed it trains `helpers.training.train_reverse(seed)`, notebook 07's recipe (the paper's
+warm-up, then a linear decay to 0 at step 600, gradients clipped to norm 2, no early stop), and
+prints the steps and wall-clock seconds, the time per training step (median; evaluations are the
+slow outliers), the training throughput in real (non-padding) target tokens per second, the
+validation exact match (1,000 sequences, greedy decoding, EOS included) at the end and the first
+step at which it reached 1.000, then the exact match on the 1,000 test sequences, evaluated once
+at the end. The validation curve is what chose the recipe; the test set chose nothing.
+
+--recipes also trains every seed without each of the two additions, for the same 600 steps: no
+          clipping; the paper's schedule (1 / sqrt(step) after the warm-up); and both, the paper's
+          schedule without clipping, the recipe notebook 07 started from.
+--warmup  also runs notebook 07's section 13 for every seed: Post-LN and Pre-LN, with and
+          without warm-up, 250 steps each of the same 600-step schedule.
+--save    writes data/reverse_model.npz and .json (seed 0's model) and data/reverse_runs.json
+          (every curve printed, which notebook 07 plots); it implies --recipes and --warmup and
+          needs seeds 0-4. Bit for bit the same files with the same NumPy and BLAS build.
 This is a benchmark that prints figures, not a timed test.
 """
 
@@ -27,68 +37,151 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from helpers.data import REVERSE_MODEL, save_reverse_model  # noqa: E402
+from helpers.data import REVERSE_MODEL, REVERSE_RUNS, save_reverse_model, save_runs  # noqa: E402
 from helpers.training import (  # noqa: E402
     PAD,
     REVERSE_CONFIG,
     exact_match,
+    first_below,
     make_targets,
     sample_sequences,
     train_reverse,
 )
 
 NOTEBOOK_SEED = 0
+WARMUP_BUDGET = 250
+RECIPES = {  # name -> the arguments of train_reverse that differ from notebook 07's recipe
+    "ours": {},
+    "no clipping": {"clip": None},
+    "paper's schedule": {"schedule": "paper"},
+    "paper's schedule, no clipping": {"schedule": "paper", "clip": None},
+}
+TITLES = {
+    "ours": "notebook 07's recipe: warm-up 100, linear decay to 0 at step 600, clip 2",
+    "no clipping": "the same without clipping",
+    "paper's schedule": "the paper's schedule (1 / sqrt(step) after the warm-up), clip 2",
+    "paper's schedule, no clipping": "the paper's schedule and no clipping (where we started)",
+}
 
 
-def real_tokens_per_step(seed: int, steps: int, batch_size: int = 128) -> float:
+def real_tokens_per_step(seed: int, batch_size: int = 128, batches: int = 50) -> float:
     """Mean number of non-padding target tokens in a training batch (independent draw)."""
-    rng = np.random.default_rng(seed)
-    src, lengths = sample_sequences(rng, batch_size * min(steps, 50))
+    src, lengths = sample_sequences(np.random.default_rng(seed), batch_size * batches)
     _, tgt_out = make_targets(src, lengths)
-    return float((tgt_out != PAD).sum()) / min(steps, 50)
+    return float((tgt_out != PAD).sum()) / batches
+
+
+def first_perfect(history: dict) -> int | None:
+    """The first evaluation step with 100% validation exact match (None if there is none)."""
+    return next((s for s, a in zip(history["eval_step"], history["accuracy"]) if a == 1.0), None)
+
+
+def rounded(values, digits=5) -> list:
+    return [float(f"{v:.{digits}g}") for v in values]
+
+
+def run(seed: int, **recipe) -> dict:
+    """One training run, timed; returns what the tables print and notebook 07 plots."""
+    step_times, last = [], [time.perf_counter()]
+
+    def callback(history, model):
+        now = time.perf_counter()
+        step_times.append(now - last[0])  # includes the evaluation when there was one
+        last[0] = now
+
+    start = time.perf_counter()
+    model, history, task = train_reverse(seed, callback=callback, **recipe)
+    seconds = time.perf_counter() - start
+    test = float(exact_match(model, task["test"]["src"], task["test"]["tgt_out"]).mean())
+    step = float(np.median(step_times))
+    return {"model": model, "seed": seed, "steps": len(history["loss"]), "seconds": seconds,
+            "ms_per_step": step * 1e3, "eval_seconds": seconds - step * len(history["loss"]),
+            "tokens_per_second": real_tokens_per_step(seed) / step, "test": test,
+            "val": history["accuracy"][-1], "first_perfect": first_perfect(history),
+            "history": history}
+
+
+def curves(r: dict) -> dict:
+    h = r["history"]
+    return {"seed": r["seed"], "steps": r["steps"], "test_exact_match": r["test"],
+            "loss": rounded(h["loss"]), "grad_norm": rounded(h["grad_norm"]),
+            "eval_step": h["eval_step"], "accuracy": h["accuracy"]}
+
+
+def print_table(title: str, results: list[dict]) -> None:
+    print(f"\n{title}")
+    print(f"{'seed':>4s} {'steps':>6s} {'seconds':>8s} {'ms/step':>8s} {'train tok/s':>12s} "
+          f"{'eval s':>7s} {'val':>6s} {'first 1.000':>12s} {'max |g|':>8s} {'test':>6s}")
+    for r in results:
+        first = r["first_perfect"] if r["first_perfect"] is not None else "never"
+        print(f"{r['seed']:4d} {r['steps']:6d} {r['seconds']:8.1f} {r['ms_per_step']:8.1f} "
+              f"{r['tokens_per_second']:12,.0f} {r['eval_seconds']:7.1f} {r['val']:6.3f} "
+              f"{first!s:>12s} {max(r['history']['grad_norm']):8.1f} {r['test']:6.3f}")
+    perfect = sum(r["test"] == 1.0 for r in results)
+    print(f"test exact match 1.000 for {perfect} of {len(results)} seeds")
+
+
+def warmup_study(seed: int) -> dict:
+    """Notebook 07 section 13 for one seed: 4 runs of WARMUP_BUDGET steps."""
+    rows = {}
+    for norm_first in (False, True):
+        for ramp in (True, False):
+            _, h, _ = train_reverse(seed, norm_first=norm_first, ramp=ramp, budget=WARMUP_BUDGET,
+                                    eval_every=WARMUP_BUDGET)
+            name = f"{'Pre-LN' if norm_first else 'Post-LN'}, {'warm-up' if ramp else 'no warm-up'}"
+            rows[name] = {"loss": rounded(h["loss"]), "accuracy": h["accuracy"][-1]}
+    return rows
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[NOTEBOOK_SEED])
-    parser.add_argument("--save", action="store_true", help="write data/reverse_model.{npz,json}")
+    parser.add_argument("--recipes", action="store_true", help="also the recipe without each "
+                        "addition (clipping, the linear decay)")
+    parser.add_argument("--warmup", action="store_true", help="also the warm-up study (section 13)")
+    parser.add_argument("--save", action="store_true", help="write data/reverse_*.{npz,json}")
     args = parser.parse_args()
+    if args.save and sorted(args.seeds) != [0, 1, 2, 3, 4]:
+        parser.error("--save records seeds 0 1 2 3 4 (notebook 07 reads all five)")
+    recipes, warmup = args.recipes or args.save, args.warmup or args.save
     print(f"{platform.processor() or platform.machine()} · Python {platform.python_version()} · "
           f"NumPy {np.__version__} · OPENBLAS_NUM_THREADS="
           f"{os.environ.get('OPENBLAS_NUM_THREADS', '(unset)')}")
-    print(f"{'seed':>4s} {'steps':>6s} {'seconds':>8s} {'ms/step':>8s} {'train tok/s':>12s} "
-          f"{'eval s':>7s} {'val':>6s} {'test':>6s}")
-    for seed in args.seeds:
-        eval_time = [0.0]
-        step_times = []
-        last = [time.perf_counter()]
 
-        def callback(history, eval_time=eval_time, step_times=step_times, last=last):
-            now = time.perf_counter()
-            step_times.append(now - last[0])  # includes the evaluation when there was one
-            last[0] = now
-
-        start = time.perf_counter()
-        model, history, task = train_reverse(seed, callback=callback)
-        total = time.perf_counter() - start
-        steps = len(history["loss"])
-        # evaluation steps are the slow outliers: count training-only steps with the median
-        train_step = float(np.median(step_times))
-        eval_time[0] = total - train_step * steps
-        tokens = real_tokens_per_step(seed, steps)
-        acc = history["accuracy"][-1]
-        test = float(exact_match(model, task["test"]["src"], task["test"]["tgt_out"]).mean())
-        print(f"{seed:4d} {steps:6d} {total:8.1f} {train_step * 1e3:8.1f} "
-              f"{tokens / train_step:12,.0f} {eval_time[0]:7.1f} {acc:6.3f} {test:6.3f}")
-        if args.save and seed == NOTEBOOK_SEED:
-            training = {"seed": seed, "steps": steps, "validation_exact_match": acc,
-                        "test_exact_match": test,
-                        "stopping_rule": "two validation evaluations in a row at 100%",
-                        "recipe": "helpers.training.train_reverse(0)",
-                        "regenerate": "python benchmarks/train_reverse.py --save"}
-            digest = save_reverse_model(model, REVERSE_CONFIG, training)
-            size = REVERSE_MODEL.stat().st_size
-            print(f"saved {REVERSE_MODEL.name} ({size:,} bytes), SHA-256 {digest}")
+    record, ours = {"recipes": {}}, None
+    for name, recipe in RECIPES.items():
+        if name != "ours" and not recipes:
+            continue
+        results = [run(seed, **recipe) for seed in args.seeds]
+        print_table(TITLES[name], results)
+        record["recipes"][name] = {"arguments": recipe, "runs": [curves(r) for r in results]}
+        ours = results if name == "ours" else ours
+    if warmup:
+        print(f"\nwarm-up study: steps until the mean of 10 losses is below 1.0 "
+              f"({WARMUP_BUDGET} steps of each)")
+        names = ["Post-LN, warm-up", "Post-LN, no warm-up", "Pre-LN, warm-up",
+                 "Pre-LN, no warm-up"]
+        print(f"{'seed':>4s} " + " ".join(f"{n:>20s}" for n in names))
+        record["warmup"] = []
+        for seed in args.seeds:
+            rows = warmup_study(seed)
+            record["warmup"].append({"seed": seed, "runs": rows})
+            print(f"{seed:4d} " + " ".join(f"{first_below(rows[n]['loss'], 1.0)!s:>20s}"
+                                          for n in names))
+    if args.save:
+        model = next(r["model"] for r in ours if r["seed"] == NOTEBOOK_SEED)
+        seed0 = next(r for r in ours if r["seed"] == NOTEBOOK_SEED)
+        runs_digest = save_runs(record)
+        training = {"seed": NOTEBOOK_SEED, "steps": seed0["steps"],
+                    "validation_exact_match": seed0["val"], "test_exact_match": seed0["test"],
+                    "recipe": "helpers.training.train_reverse(0)",
+                    "regenerate": "python benchmarks/train_reverse.py --seeds 0 1 2 3 4 --save",
+                    "runs": REVERSE_RUNS.name, "runs_sha256": runs_digest}
+        digest = save_reverse_model(model, REVERSE_CONFIG, training)
+        print(f"\nsaved {REVERSE_MODEL.name} ({REVERSE_MODEL.stat().st_size:,} bytes), "
+              f"SHA-256 {digest}")
+        print(f"saved {REVERSE_RUNS.name} ({REVERSE_RUNS.stat().st_size:,} bytes), "
+              f"SHA-256 {runs_digest}")
 
 
 if __name__ == "__main__":

@@ -3,8 +3,10 @@
 The trained reversal model (notebook 07) is ``data/reverse_model.npz``, one array per parameter
 under the dotted names of ``Transformer.parameters()``; ``data/reverse_model.json`` records the
 model's configuration, how it was trained, the SHA-256 of the .npz and every array's shape.
-``python benchmarks/train_reverse.py --save`` regenerates both, bit for bit with the same NumPy
-and BLAS build.
+``data/reverse_runs.json`` holds the training curves of seeds 0-4 (notebook 07's recipe, the
+paper's schedule, the warm-up study); the manifest holds its SHA-256.
+``python benchmarks/train_reverse.py --seeds 0 1 2 3 4 --save`` regenerates all three, bit for bit
+with the same NumPy and BLAS build.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from helpers.transformer import Transformer
 DATA = Path(__file__).resolve().parents[1] / "data"
 REVERSE_MODEL = DATA / "reverse_model.npz"
 REVERSE_MANIFEST = DATA / "reverse_model.json"
+REVERSE_RUNS = DATA / "reverse_runs.json"
 
 
 def sha256(path: Path) -> str:
@@ -39,7 +42,8 @@ def load_reverse_model(path: Path = REVERSE_MODEL, manifest: Path = REVERSE_MANI
     if digest != info["sha256"]:
         raise ValueError(f"{Path(path).name}: SHA-256 {digest[:16]}... differs from the "
                          f"manifest's {info['sha256'][:16]}...; the file is corrupted or stale "
-                         "(regenerate: python benchmarks/train_reverse.py --save)")
+                         "(regenerate: python benchmarks/train_reverse.py --seeds 0 1 2 3 4 "
+                         "--save)")
     with np.load(io.BytesIO(raw), allow_pickle=False) as archive:
         arrays = {name: archive[name] for name in archive.files}
     config = dict(info["config"])
@@ -69,3 +73,19 @@ def save_reverse_model(model, config: dict, training: dict, path: Path = REVERSE
     }
     Path(manifest).write_text(json.dumps(info, indent=1) + "\n", encoding="utf-8")
     return digest
+
+
+def save_runs(record: dict, path: Path = REVERSE_RUNS) -> str:
+    """Write the recorded training curves as JSON; return the SHA-256 (the manifest keeps it)."""
+    Path(path).write_text(json.dumps(record, separators=(",", ":")) + "\n", encoding="utf-8")
+    return sha256(path)
+
+
+def load_runs(path: Path = REVERSE_RUNS, manifest: Path = REVERSE_MANIFEST) -> dict:
+    """The recorded training curves (benchmarks/train_reverse.py --save), SHA-256 checked."""
+    expected = json.loads(Path(manifest).read_text(encoding="utf-8"))["training"]["runs_sha256"]
+    digest = sha256(path)
+    if digest != expected:
+        raise ValueError(f"{Path(path).name}: SHA-256 {digest[:16]}... differs from the "
+                         f"manifest's {expected[:16]}...; the file is corrupted or stale")
+    return json.loads(Path(path).read_text(encoding="utf-8"))

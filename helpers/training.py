@@ -11,7 +11,13 @@ keyed exactly like the module's ``parameters()``.
 
 import numpy as np
 
-from helpers.transformer import Transformer, greedy_decode, merge_heads, split_heads
+from helpers.transformer import (
+    Transformer,
+    greedy_decode,
+    merge_heads,
+    set_training,
+    split_heads,
+)
 
 # ── 07 · Training ─────────────────────────────────────────────────────────────────────────────
 
@@ -124,6 +130,14 @@ def ffn_backward(ffn, d_out):
     return d_x, {name: grads[name] for name in ffn.parameters()}
 
 
+def dropout_backward(layer, d_out):
+    """Backward of Dropout.forward: the same kept entries, the same 1 / (1 - p) scale; the
+    identity when that forward dropped nothing (evaluation mode, or p = 0)."""
+    if layer.cache is None:
+        return d_out
+    return d_out * layer.cache / (1.0 - layer.p)
+
+
 def prefixed(parts):
     """{"self_attn": {"W_q": g}, ...} -> {"self_attn.W_q": g, ...}: dotted names, in order."""
     return {f"{prefix}.{name}": g for prefix, grads in parts.items() for name, g in grads.items()}
@@ -136,18 +150,20 @@ def encoder_block_backward(block, d_out):
     sub-layer; the two are added.
     """
     g = {}
-    if block.norm_first:  # x1 = x + MHA(LN1(x));  out = x1 + FFN(LN2(x1))
-        d_h, g["ffn"] = ffn_backward(block.ffn, d_out)
+    if block.norm_first:  # x1 = x + D1(MHA(LN1(x)));  out = x1 + D2(FFN(LN2(x1)))
+        d_h, g["ffn"] = ffn_backward(block.ffn, dropout_backward(block.dropout2, d_out))
         d_n2, g["norm2"] = layer_norm_backward(block.norm2, d_h)
         d_x1 = d_out + d_n2
-        d_q, d_k, d_v, g["self_attn"] = mha_backward(block.self_attn, d_x1)
+        d_a = dropout_backward(block.dropout1, d_x1)
+        d_q, d_k, d_v, g["self_attn"] = mha_backward(block.self_attn, d_a)
         d_n1, g["norm1"] = layer_norm_backward(block.norm1, d_q + d_k + d_v)
         d_x = d_x1 + d_n1
-    else:  # x1 = LN1(x + MHA(x));  out = LN2(x1 + FFN(x1))
+    else:  # x1 = LN1(x + D1(MHA(x)));  out = LN2(x1 + D2(FFN(x1)))
         d_s2, g["norm2"] = layer_norm_backward(block.norm2, d_out)
-        d_f, g["ffn"] = ffn_backward(block.ffn, d_s2)
+        d_f, g["ffn"] = ffn_backward(block.ffn, dropout_backward(block.dropout2, d_s2))
         d_s1, g["norm1"] = layer_norm_backward(block.norm1, d_s2 + d_f)
-        d_q, d_k, d_v, g["self_attn"] = mha_backward(block.self_attn, d_s1)
+        d_a = dropout_backward(block.dropout1, d_s1)
+        d_q, d_k, d_v, g["self_attn"] = mha_backward(block.self_attn, d_a)
         d_x = d_s1 + d_q + d_k + d_v
     return d_x, prefixed({part: g[part] for part in ("self_attn", "ffn", "norm1", "norm2")})
 
@@ -171,24 +187,28 @@ def decoder_block_backward(block, d_out):
     """
     g = {}
     if block.norm_first:
-        d_h, g["ffn"] = ffn_backward(block.ffn, d_out)
+        d_h, g["ffn"] = ffn_backward(block.ffn, dropout_backward(block.dropout3, d_out))
         d_n3, g["norm3"] = layer_norm_backward(block.norm3, d_h)
         d_x2 = d_out + d_n3
-        d_q, d_k, d_v, g["cross_attn"] = mha_backward(block.cross_attn, d_x2)
+        d_a = dropout_backward(block.dropout2, d_x2)
+        d_q, d_k, d_v, g["cross_attn"] = mha_backward(block.cross_attn, d_a)
         d_memory = d_k + d_v
         d_n2, g["norm2"] = layer_norm_backward(block.norm2, d_q)
         d_x1 = d_x2 + d_n2
-        d_q, d_k, d_v, g["self_attn"] = mha_backward(block.self_attn, d_x1)
+        d_a = dropout_backward(block.dropout1, d_x1)
+        d_q, d_k, d_v, g["self_attn"] = mha_backward(block.self_attn, d_a)
         d_n1, g["norm1"] = layer_norm_backward(block.norm1, d_q + d_k + d_v)
         d_x = d_x1 + d_n1
     else:
         d_s3, g["norm3"] = layer_norm_backward(block.norm3, d_out)
-        d_f, g["ffn"] = ffn_backward(block.ffn, d_s3)
+        d_f, g["ffn"] = ffn_backward(block.ffn, dropout_backward(block.dropout3, d_s3))
         d_s2, g["norm2"] = layer_norm_backward(block.norm2, d_s3 + d_f)
-        d_q, d_k, d_v, g["cross_attn"] = mha_backward(block.cross_attn, d_s2)
+        d_a = dropout_backward(block.dropout2, d_s2)
+        d_q, d_k, d_v, g["cross_attn"] = mha_backward(block.cross_attn, d_a)
         d_memory = d_k + d_v
         d_s1, g["norm1"] = layer_norm_backward(block.norm1, d_s2 + d_q)
-        d_q, d_k, d_v, g["self_attn"] = mha_backward(block.self_attn, d_s1)
+        d_a = dropout_backward(block.dropout1, d_s1)
+        d_q, d_k, d_v, g["self_attn"] = mha_backward(block.self_attn, d_a)
         d_x = d_s1 + d_q + d_k + d_v
     parts = ("self_attn", "cross_attn", "ffn", "norm1", "norm2", "norm3")
     return d_x, d_memory, prefixed({part: g[part] for part in parts})
@@ -261,7 +281,7 @@ def transformer_backward(model, d_logits):
     like model.parameters(). Shared or tied matrices sum the gradients of all their uses.
     """
     src, tgt, x = model.cache["src"], model.cache["tgt"], model.cache["x"]
-    scale = np.sqrt(model.d_model)
+    scale = np.sqrt(model.d_model, dtype=model.src_embed.dtype)
     grads = {}
     if model.tie_output:  # logits = x @ E^T
         rows = d_logits.reshape(-1, d_logits.shape[-1])
@@ -271,6 +291,7 @@ def transformer_backward(model, d_logits):
         d_x, grads["W_out"], grads["b_out"] = linear_backward(x, model.W_out, d_logits)
     d_y, d_memory, g_dec = decoder_backward(model.decoder, d_x)
     d_e, g_enc = encoder_backward(model.encoder, d_memory)
+    d_e, d_y = dropout_backward(model.src_dropout, d_e), dropout_backward(model.tgt_dropout, d_y)
     d_src = embedding_backward(model.src_embed, src, d_e, scale)
     d_tgt = embedding_backward(model.tgt_embed, tgt, d_y, scale)
     if model.tie_output:
@@ -283,27 +304,6 @@ def transformer_backward(model, d_logits):
     return {name: grads[name] for name in model.parameters()}
 
 
-def dropout(x, p, rng, training):
-    """Inverted dropout: in training zero each entry with probability p and scale the rest by
-    1 / (1 - p), so the expected value is unchanged; in evaluation return x as it is.
-
-    Returns (y, keep) where keep is the boolean mask of kept entries (None in evaluation).
-    """
-    if not 0.0 <= p < 1.0:
-        raise ValueError(f"p (the drop probability) must lie in [0, 1), got {p}")
-    if not training or p == 0.0:
-        return x, None
-    keep = rng.random(x.shape) >= p  # True = kept
-    return x * keep / (1.0 - p), keep
-
-
-def dropout_backward(d_y, keep, p):
-    """Backward of dropout: the same mask, the same 1 / (1 - p) scale; identity in evaluation."""
-    if keep is None:
-        return d_y
-    return d_y * keep / (1.0 - p)
-
-
 def lrate(step, d_model, warmup, factor=1.0):
     """The paper's schedule (§5.3): factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5).
 
@@ -314,6 +314,31 @@ def lrate(step, d_model, warmup, factor=1.0):
     if np.any(step < 1):
         raise ValueError(f"step counts from 1, got min {step.min()}")
     return factor * d_model**-0.5 * np.minimum(step**-0.5, step * warmup**-1.5)
+
+
+def lrate_linear_decay(step, d_model, warmup, total, factor=1.0):
+    """The paper's warm-up up to its peak at step `warmup`, then a straight line down to 0 at
+    step `total` (instead of the paper's 1 / sqrt(step), which is still 41% of the peak after
+    6 x warmup steps). step counts from 1 (scalar or array)."""
+    if not 1 <= warmup < total:
+        raise ValueError(f"need 1 <= warmup < total, got warmup={warmup}, total={total}")
+    step = np.asarray(step, dtype=np.float64)
+    peak = lrate(warmup, d_model, warmup, factor)
+    decay = peak * np.clip((total - step) / (total - warmup), 0.0, None)
+    return np.where(step <= warmup, lrate(step, d_model, warmup, factor), decay)
+
+
+def clip_by_global_norm(grads, max_norm):
+    """Scale every gradient by max_norm / norm if their global norm, the length of all of them
+    as one vector, sqrt(sum of every squared entry), exceeds max_norm: the direction is kept, the
+    length of a rare huge gradient is capped, so that one unusual batch weighs no more than a
+    usual one in the optimiser's running averages. max_norm None: no clipping.
+    Returns (grads, norm before clipping)."""
+    norm = float(np.sqrt(sum(float(np.vdot(g, g)) for g in grads.values())))
+    if max_norm is None or norm <= max_norm:
+        return grads, norm
+    scale = max_norm / norm  # a Python float: float32 gradients stay float32
+    return {name: g * scale for name, g in grads.items()}, norm
 
 
 class Adam:
@@ -390,11 +415,11 @@ def make_targets(src, lengths, task="reverse"):
 
 
 def reverse_task(n_val=1000, n_test=1000, seed=2017):
-    """Two held-out sets: "val" (n_val sequences, to decide when to stop) and "test" (n_test
-    sequences, evaluated once at the end), each a dict of src, lengths, tgt_out; and "exclude",
-    the bytes of every sequence of length >= 4 in either set, which training never draws.
-    No test sequence of length >= 4 is in the validation set. Lengths 1-3 have only 10, 100 and
-    1,000 possible sequences: those are in both sets and in training."""
+    """Two held-out sets: "val" (n_val sequences, to watch training and choose the recipe) and
+    "test" (n_test sequences, evaluated once at the end), each a dict of src, lengths, tgt_out;
+    and "exclude", the bytes of every sequence of length >= 4 in either set, which training never
+    draws. No test sequence of length >= 4 is in the validation set. Lengths 1-3 have only 10, 100
+    and 1,000 possible sequences: those are in both sets and in training."""
     rng = np.random.default_rng(seed)
     sets = {}
     for name, n in (("val", n_val), ("test", n_test)):
@@ -416,33 +441,43 @@ def exact_match(model, src, tgt_out):
     return np.all(out == tgt_out, axis=1)
 
 
-def train(model, rng, schedule, *, steps, batch_size=128, label_smoothing=0.1, task="reverse",
-          validation=None, eval_every=50, stop_when_perfect=True, patience=1, exclude=None,
+def train(model, rng, schedule, *, steps, batch_size=128, label_smoothing=0.1, clip=None,
+          task="reverse", validation=None, eval_every=50, patience=None, exclude=None,
           callback=None):
     """Train `model` on fresh random batches with Adam and the learning rate schedule(step).
 
-    validation = (src, tgt_out) is evaluated every `eval_every` steps (exact match); with
-    stop_when_perfect the run stops once `patience` evaluations in a row are 100%. Keep the
-    test set out of this: it is for the end. callback(history), if given, runs after every step.
-    Returns history: "loss" per step, "eval_step", "accuracy" (validation exact match).
+    Each step draws a batch from `rng`, runs forward in training mode (dropout, if the model has
+    any, draws its masks from `rng` too), the label-smoothed loss, backward, clips the gradients'
+    global norm to `clip` (None: no clipping) and takes one Adam step. validation =
+    (src, tgt_out) is evaluated every `eval_every` steps (exact match, in evaluation mode); the
+    run stops early once `patience` evaluations in a row are 100% (None: it never stops early).
+    Keep the test set out of this: it is for the end. callback(history, model), if given, runs
+    after every step with the model in evaluation mode, which is how the model is left at the end.
+    Returns history: per step "loss", "grad_norm" (before clipping) and "lr"; "eval_step",
+    "accuracy" (validation exact match).
     """
     optimizer = Adam(model.parameters())
-    history = {"loss": [], "eval_step": [], "accuracy": []}
+    history = {"loss": [], "grad_norm": [], "lr": [], "eval_step": [], "accuracy": []}
     for step in range(1, steps + 1):
         src, lengths = sample_sequences(rng, batch_size, exclude=exclude)
         tgt_in, tgt_out = make_targets(src, lengths, task)
+        set_training(model, rng)
         logits = model.forward(src, tgt_in)  # (B, T, vocabulary)
+        set_training(model, None)
         loss, d_logits = cross_entropy(logits, tgt_out, label_smoothing=label_smoothing,
                                        ignore_id=PAD)
-        optimizer.step(transformer_backward(model, d_logits), schedule(step))
+        grads, norm = clip_by_global_norm(transformer_backward(model, d_logits), clip)
+        lr = float(schedule(step))
+        optimizer.step(grads, lr)
         history["loss"].append(loss)
+        history["grad_norm"].append(norm)
+        history["lr"].append(lr)
         if validation is not None and step % eval_every == 0:
             history["eval_step"].append(step)
             history["accuracy"].append(float(exact_match(model, *validation).mean()))
         if callback is not None:
-            callback(history)
-        last = history["accuracy"][-patience:]
-        if stop_when_perfect and len(last) == patience and all(a == 1.0 for a in last):
+            callback(history, model)
+        if patience and history["accuracy"][-patience:] == [1.0] * patience:
             break
     return history
 
@@ -451,28 +486,38 @@ REVERSE_CONFIG = {"src_vocab": VOCAB_SIZE, "tgt_vocab": VOCAB_SIZE, "d_model": 3
                   "d_ff": 128, "n_layers": 2, "max_len": MAX_LEN + 1, "dtype": "float32"}
 
 
-def train_reverse(seed, *, norm_first=False, warmup=100, factor=0.5, ramp=True, steps=1500,
-                  eval_every=50, stop_when_perfect=True, patience=2, callback=None):
-    """This notebook's recipe: a 2 + 2 layer model (REVERSE_CONFIG), batches of 128, Adam,
-    lrate(step, 32, warmup, factor), label smoothing 0.1, evaluated on the validation set every
-    eval_every steps (None: never) and stopped after `patience` evaluations in a row at 100%
-    (stop_when_perfect). ramp=False holds the peak rate from step 1 (no warm-up), then the same
-    decay. The test set is not touched. Returns (model, history, task). The same seed gives the
-    same model, bit for bit, with the same NumPy and BLAS build."""
+def train_reverse(seed, *, norm_first=False, warmup=100, factor=0.5, ramp=True, steps=600,
+                  budget=None, schedule="linear", clip=2.0, dropout=0.0, eval_every=50,
+                  patience=None, callback=None):
+    """This notebook's recipe: a 2 + 2 layer model (REVERSE_CONFIG), batches of 128, Adam, label
+    smoothing 0.1, the paper's warm-up (`warmup` steps up to the peak factor / sqrt(32 * warmup)),
+    then schedule "linear" (down to 0 at step `steps`, lrate_linear_decay) or "paper"
+    (1 / sqrt(step), lrate); gradients clipped to a global norm of `clip` (None: never), dropout
+    `dropout`. It runs all `steps` (or the first `budget` steps of that schedule) and keeps the
+    last model; validation exact match is measured every `eval_every` steps (None: never), and
+    with `patience` the run stops early after that many evaluations in a row at 100%.
+    ramp=False holds the peak rate from step 1 (no warm-up), then the same decay. The test set is
+    not touched. Returns (model, history, task). The same seed gives the same model, bit for
+    bit, with the same NumPy and BLAS build (another CPU or BLAS build rounds differently, and
+    training amplifies the difference)."""
+    if schedule not in ("linear", "paper"):
+        raise ValueError(f"schedule must be 'linear' or 'paper', got {schedule!r}")
     config = dict(REVERSE_CONFIG)
     dtype = np.dtype(config.pop("dtype"))
-    model = Transformer(rng=np.random.default_rng(seed), norm_first=norm_first, dtype=dtype,
-                        **config)
+    model = Transformer(rng=np.random.default_rng(seed), norm_first=norm_first, dropout=dropout,
+                        dtype=dtype, **config)
     task = reverse_task()
     d_model = config["d_model"]
 
-    def schedule(step):
-        return float(lrate(step if ramp else max(step, warmup), d_model, warmup, factor))
+    def rate(step):
+        step = step if ramp else max(step, warmup)
+        if schedule == "paper":
+            return lrate(step, d_model, warmup, factor)
+        return lrate_linear_decay(step, d_model, warmup, steps, factor)
     val = (task["val"]["src"], task["val"]["tgt_out"]) if eval_every else None
-    history = train(model, np.random.default_rng(seed + 1), schedule, steps=steps,
-                    validation=val, eval_every=eval_every or 1, patience=patience,
-                    stop_when_perfect=stop_when_perfect, exclude=task["exclude"],
-                    callback=callback)
+    history = train(model, np.random.default_rng(seed + 1), rate, steps=budget or steps,
+                    clip=clip, validation=val, eval_every=eval_every or 1, patience=patience,
+                    exclude=task["exclude"], callback=callback)
     return model, history, task
 
 
@@ -485,3 +530,11 @@ def anti_diagonal_mass(weights, length):
     """
     i = np.arange(length)
     return weights[..., i, length - 1 - i].mean(axis=-1)
+
+
+def first_below(losses, level, window=10):
+    """The first step (counting from 1) at which the mean of the last `window` losses is below
+    `level`; None if it never is. A mean, so that one lucky batch does not count."""
+    smooth = np.convolve(losses, np.ones(window) / window, mode="valid")
+    hits = np.flatnonzero(smooth < level)
+    return int(hits[0]) + window if hits.size else None

@@ -28,11 +28,21 @@ def softmax(x, axis=-1):
     return e / np.where(total > 0, total, 1)
 
 
+def as_real_array(x, name):
+    """np.asarray(x), or a ValueError naming `name` unless it holds real numbers (int or float)."""
+    x = np.asarray(x)
+    if not (np.issubdtype(x.dtype, np.integer) or np.issubdtype(x.dtype, np.floating)):
+        raise ValueError(f"{name} must hold real numbers (int or float), got dtype {x.dtype}")
+    return x
+
+
 def check_attention_inputs(Q, K, V, mask=None):
     """Raise a ValueError that names the argument and the shapes if Q, K, V, mask do not fit."""
     for name, a in (("Q", Q), ("K", K), ("V", V)):
         if a.ndim < 2:
             raise ValueError(f"{name} must have shape (..., T, d) with rank >= 2, got {a.shape}")
+    if Q.shape[-1] == 0 or K.shape[-2] == 0:
+        raise ValueError(f"attention needs d_k >= 1 and at least one key: Q {Q.shape}, K {K.shape}")
     if Q.shape[-1] != K.shape[-1]:
         raise ValueError(
             f"Q and K must share d_k (last axis): Q {Q.shape} has d_k={Q.shape[-1]}, "
@@ -72,7 +82,7 @@ def scaled_dot_product_attention(Q, K, V, mask=None):
     Returns (output (..., T_q, d_v), weights (..., T_q, T_k)). A query whose keys are all
     blocked gets all-zero weights and a zero output (never NaN).
     """
-    Q, K, V = np.asarray(Q), np.asarray(K), np.asarray(V)
+    Q, K, V = as_real_array(Q, "Q"), as_real_array(K, "K"), as_real_array(V, "V")
     mask = None if mask is None else np.asarray(mask)
     check_attention_inputs(Q, K, V, mask)
     dtype = np.result_type(Q, K, V)
@@ -92,8 +102,31 @@ def scaled_dot_product_attention(Q, K, V, mask=None):
 # ── 02 · Multi-head attention ─────────────────────────────────────────────────────────────────
 
 
+def check_positive_int(value, name, about=""):
+    """`value` as an int if it is a positive int (True is not); else a ValueError naming `name`."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        about = f" ({about})" if about else ""
+        raise ValueError(f"{name}{about} must be a positive int, got {name}={value!r}")
+    return int(value)
+
+
+def check_float_dtype(dtype):
+    """np.dtype(dtype) if it is a float type (float32, float64, ...); else a ValueError."""
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError:
+        raise ValueError(f"dtype must be a float type such as float32 or float64, got {dtype!r}") \
+            from None
+    if not np.issubdtype(dtype, np.floating):
+        raise ValueError(f"dtype must be a float type such as float32 or float64, got {dtype}")
+    return dtype
+
+
 def split_heads(x, n_heads):
     """(..., T, d_model) -> (..., h, T, d_k): cut the features into h slices of width d_k."""
+    n_heads = check_positive_int(n_heads, "n_heads")
+    if x.ndim < 2:
+        raise ValueError(f"x must have shape (..., T, d_model) with rank >= 2, got {x.shape}")
     *lead, T, d_model = x.shape
     if d_model % n_heads != 0:
         raise ValueError(f"d_model={d_model} (last axis of {x.shape}) is not divisible by "
@@ -118,8 +151,11 @@ class MultiHeadAttention:
     """
 
     def __init__(self, d_model, n_heads, rng, *, dtype=np.float64):
-        if n_heads < 1 or d_model % n_heads != 0:
+        d_model = check_positive_int(d_model, "d_model")
+        n_heads = check_positive_int(n_heads, "n_heads")
+        if d_model % n_heads != 0:
             raise ValueError(f"d_model={d_model} must be a positive multiple of n_heads={n_heads}")
+        dtype = check_float_dtype(dtype)
         self.d_model, self.n_heads, self.d_k = d_model, n_heads, d_model // n_heads
         std = 1.0 / np.sqrt(d_model)  # keeps x @ W at the scale of x for unit-variance x
         for name in ("W_q", "W_k", "W_v", "W_o"):
@@ -151,7 +187,8 @@ class MultiHeadAttention:
         mask: boolean, True = blocked, broadcastable to (..., h, T_q, T_k); a mask with the
         inputs' rank, such as (B, T_q, T_k) for (B, T, d_model) inputs, gets a head axis.
         """
-        query, key, value = np.asarray(query), np.asarray(key), np.asarray(value)
+        query, key = as_real_array(query, "query"), as_real_array(key, "key")
+        value = as_real_array(value, "value")
         for name, x in (("query", query), ("key", key), ("value", value)):
             if x.ndim < 2 or x.shape[-1] != self.d_model:
                 raise ValueError(f"{name} must have shape (..., T, d_model={self.d_model}), "
@@ -159,6 +196,8 @@ class MultiHeadAttention:
         if key.shape[:-1] != value.shape[:-1]:
             raise ValueError(f"key {key.shape} and value {value.shape} must have the same "
                              "(..., T_k) axes")
+        if key.shape[-2] == 0:
+            raise ValueError(f"key must have at least one position (T_k >= 1), got {key.shape}")
         if mask is not None:
             mask = np.asarray(mask)
             if mask.ndim == query.ndim and mask.ndim >= 3:
@@ -199,11 +238,7 @@ def positional_encoding(T, d_model, dtype=np.float64):
     PE[pos, 2i] = sin(pos * w_i) and PE[pos, 2i + 1] = cos(pos * w_i), with w_i from pe_frequencies:
     the sin and cos of one frequency sit side by side. Computed in float64, returned as `dtype`.
     """
-    if isinstance(T, bool) or not isinstance(T, (int, np.integer)) or T < 1:
-        raise ValueError(f"T (the number of positions) must be a positive int, got T={T!r}")
-    dtype = np.dtype(dtype)
-    if not np.issubdtype(dtype, np.floating):
-        raise ValueError(f"dtype must be a float type such as float32 or float64, got {dtype}")
+    T, dtype = check_positive_int(T, "T", "the number of positions"), check_float_dtype(dtype)
     omega = pe_frequencies(d_model)  # (d_model/2,)
     angles = np.arange(T, dtype=np.float64)[:, None] * omega  # (T, d_model/2), pos * w_i
     PE = np.empty((T, d_model))
@@ -241,8 +276,7 @@ def causal_mask(T):
     Row i is query i, column j is key j. Broadcasts against scores (..., T, T); combine it with a
     padding mask by `|` (blocked if either blocks).
     """
-    if isinstance(T, bool) or not isinstance(T, (int, np.integer)) or T < 1:
-        raise ValueError(f"T (the sequence length) must be a positive int, got T={T!r}")
+    T = check_positive_int(T, "T", "the sequence length")
     return np.triu(np.ones((T, T), dtype=bool), k=1)  # (T, T), True where j > i
 
 
@@ -252,8 +286,7 @@ def padding_mask(lengths, T):
     Sequence b holds lengths[b] real tokens followed by padding up to length T. The two singleton
     axes broadcast over the heads and over the queries of scores (B, h, T_q, T_k).
     """
-    if isinstance(T, bool) or not isinstance(T, (int, np.integer)) or T < 1:
-        raise ValueError(f"T (the padded length) must be a positive int, got T={T!r}")
+    T = check_positive_int(T, "T", "the padded length")
     lengths = np.asarray(lengths)
     if lengths.ndim != 1 or not np.issubdtype(lengths.dtype, np.integer):
         raise ValueError(f"lengths must be integers of shape (B,), got shape {lengths.shape} "
@@ -302,9 +335,7 @@ def mask_to_additive(mask, dtype, fill=-np.inf):
     mask = np.asarray(mask)
     if mask.dtype != bool:
         raise ValueError(f"mask must be boolean (True = blocked), got dtype {mask.dtype}")
-    dtype = np.dtype(dtype)
-    if not np.issubdtype(dtype, np.floating):
-        raise ValueError(f"dtype must be a float type such as float32 or float64, got {dtype}")
+    dtype = check_float_dtype(dtype)
     with np.errstate(over="ignore"):
         value = dtype.type(fill)  # the fill in the target dtype
     if not value < 0 or (np.isinf(value) and np.isfinite(fill)):
@@ -382,7 +413,10 @@ class LayerNorm:
     """
 
     def __init__(self, d_model, eps=1e-5, *, dtype=np.float64):
-        self.d_model, self.eps = d_model, eps
+        self.d_model, dtype = check_positive_int(d_model, "d_model"), check_float_dtype(dtype)
+        if isinstance(eps, bool) or not isinstance(eps, (int, float, np.floating)) or not eps >= 0:
+            raise ValueError(f"eps must be a number >= 0, got eps={eps!r}")
+        self.eps = eps
         self.gamma = np.ones(d_model, dtype=dtype)  # (d_model,) scale, learned
         self.beta = np.zeros(d_model, dtype=dtype)  # (d_model,) shift, learned
         self.cache = None  # kept for backward (notebook 07)
@@ -395,7 +429,7 @@ class LayerNorm:
 
     def forward(self, x):
         """x (..., d_model) -> (..., d_model), every position standardised separately."""
-        x = np.asarray(x)
+        x = as_real_array(x, "x")
         if x.ndim < 1 or x.shape[-1] != self.d_model:
             raise ValueError(f"x must have shape (..., d_model={self.d_model}), got {x.shape}")
         mean = x.mean(axis=-1, keepdims=True)  # (..., 1): one mean per position
@@ -414,6 +448,8 @@ class FeedForward:
     """
 
     def __init__(self, d_model, d_ff, rng, *, dtype=np.float64):
+        d_model, d_ff = check_positive_int(d_model, "d_model"), check_positive_int(d_ff, "d_ff")
+        dtype = check_float_dtype(dtype)
         self.d_model, self.d_ff = d_model, d_ff
         self.W_1 = rng.normal(0.0, 1.0 / np.sqrt(d_model), (d_model, d_ff)).astype(dtype)
         self.b_1 = np.zeros(d_ff, dtype=dtype)
@@ -429,12 +465,63 @@ class FeedForward:
 
     def forward(self, x):
         """x (..., T, d_model) -> (..., T, d_model), through a hidden layer of width d_ff."""
-        x = np.asarray(x)
+        x = as_real_array(x, "x")
         if x.ndim < 1 or x.shape[-1] != self.d_model:
             raise ValueError(f"x must have shape (..., d_model={self.d_model}), got {x.shape}")
         hidden = np.maximum(x @ self.W_1 + self.b_1, 0)  # (..., T, d_ff), ReLU
         self.cache = (x, hidden)  # kept for backward (notebook 07)
         return hidden @ self.W_2 + self.b_2  # (..., T, d_model)
+
+
+class Dropout:
+    """Inverted dropout (paper §5.4): a training device, the identity until training turns it on.
+
+    In training mode (`rng` is a np.random.Generator, set by set_training) forward zeroes each
+    entry with probability p and divides the survivors by 1 - p, so the expected value is
+    unchanged; in evaluation mode (rng None, the default) it returns x itself. The mask of kept
+    entries is cached for the backward pass (notebook 07).
+    """
+
+    def __init__(self, p=0.0):
+        if isinstance(p, bool) or not isinstance(p, (int, float, np.floating)) or not 0 <= p < 1:
+            raise ValueError(f"p (the dropout probability) must lie in [0, 1), got p={p!r}")
+        self.p = float(p)
+        self.rng = None  # None: evaluation (identity); a Generator: training
+        self.cache = None  # the kept entries of the last forward (None: nothing was dropped)
+
+    def forward(self, x):
+        if self.rng is None or self.p == 0.0:
+            self.cache = None
+            return x
+        keep = self.rng.random(np.shape(x)) >= self.p  # True = kept
+        self.cache = keep  # kept for backward (notebook 07)
+        return x * keep / (1.0 - self.p)  # a Python float: float32 stays float32
+
+
+def dropout_layers(module):
+    """Every Dropout inside `module` (its attributes and lists of sub-modules), in a fixed order."""
+    found, todo = [], [module]
+    while todo:
+        obj = todo.pop(0)
+        if isinstance(obj, Dropout):
+            found.append(obj)
+        elif isinstance(obj, list):
+            todo[:0] = obj
+        elif hasattr(obj, "parameters"):  # a module: its sub-modules, in attribute order
+            todo[:0] = [v for v in vars(obj).values() if isinstance(v, list)
+                        or hasattr(v, "forward")]
+    return found
+
+
+def set_training(module, rng):
+    """Training mode for every Dropout inside `module` (a block, a stack, a Transformer): rng, a
+    np.random.Generator, draws their masks; rng=None is evaluation mode (dropout is the identity).
+    """
+    if rng is not None and not isinstance(rng, np.random.Generator):
+        raise ValueError(f"rng must be a np.random.Generator (training) or None (evaluation), "
+                         f"got {type(rng).__name__}")
+    for layer in dropout_layers(module):
+        layer.rng = rng
 
 
 class EncoderBlock:
@@ -443,15 +530,18 @@ class EncoderBlock:
 
     Post-LN, the paper's order and the default:   x = LN(x + MHA(x));  x = LN(x + FFN(x)).
     Pre-LN (norm_first=True), common since 2019:  x = x + MHA(LN(x));  x = x + FFN(LN(x)).
-    Dropout (paper §5.4) is a training device and is left out here.
+    dropout: the paper's residual dropout (P_drop = 0.1) on each sub-layer's output before it is
+    added; it acts only in training mode (set_training), so forward is deterministic otherwise.
     """
 
-    def __init__(self, d_model, n_heads, d_ff, rng, *, norm_first=False, dtype=np.float64):
+    def __init__(self, d_model, n_heads, d_ff, rng, *, norm_first=False, dropout=0.0,
+                 dtype=np.float64):
         self.d_model, self.norm_first = d_model, norm_first
         self.self_attn = MultiHeadAttention(d_model, n_heads, rng, dtype=dtype)
         self.ffn = FeedForward(d_model, d_ff, rng, dtype=dtype)
         self.norm1 = LayerNorm(d_model, dtype=dtype)
         self.norm2 = LayerNorm(d_model, dtype=dtype)
+        self.dropout1, self.dropout2 = Dropout(dropout), Dropout(dropout)
 
     def parameters(self):
         """Every learnable array by dotted name: "self_attn.W_q", "ffn.W_1", "norm1.gamma", ..."""
@@ -463,16 +553,17 @@ class EncoderBlock:
 
     def forward(self, x, mask=None):
         """x (..., T, d_model) -> (..., T, d_model). mask: True = blocked, passed to attention."""
-        x = np.asarray(x)
+        x = as_real_array(x, "x")
         if x.ndim < 2 or x.shape[-1] != self.d_model:
             raise ValueError(f"x must have shape (..., T, d_model={self.d_model}) with rank >= 2, "
                              f"got {x.shape}")
         if self.norm_first:  # Pre-LN: normalise what enters each sub-layer
             h = self.norm1.forward(x)
-            x = x + self.self_attn.forward(h, h, h, mask)  # (..., T, d_model)
-            return x + self.ffn.forward(self.norm2.forward(x))
-        x = self.norm1.forward(x + self.self_attn.forward(x, x, x, mask))  # Post-LN: add, then norm
-        return self.norm2.forward(x + self.ffn.forward(x))
+            x = x + self.dropout1.forward(self.self_attn.forward(h, h, h, mask))  # (.., T, d_model)
+            return x + self.dropout2.forward(self.ffn.forward(self.norm2.forward(x)))
+        a = self.dropout1.forward(self.self_attn.forward(x, x, x, mask))
+        x = self.norm1.forward(x + a)  # Post-LN: add, then normalise
+        return self.norm2.forward(x + self.dropout2.forward(self.ffn.forward(x)))
 
 
 class Encoder:
@@ -482,13 +573,11 @@ class Encoder:
     final LayerNorm, `norm`, follows the last block; Post-LN needs none (each block ends with one).
     """
 
-    def __init__(self, n_layers, d_model, n_heads, d_ff, rng, *, norm_first=False,
+    def __init__(self, n_layers, d_model, n_heads, d_ff, rng, *, norm_first=False, dropout=0.0,
                  dtype=np.float64):
-        is_int = isinstance(n_layers, (int, np.integer)) and not isinstance(n_layers, bool)
-        if not is_int or n_layers < 1:
-            raise ValueError(f"n_layers must be a positive int, got {n_layers!r}")
-        self.layers = [EncoderBlock(d_model, n_heads, d_ff, rng, norm_first=norm_first, dtype=dtype)
-                       for _ in range(n_layers)]
+        n_layers = check_positive_int(n_layers, "n_layers")
+        self.layers = [EncoderBlock(d_model, n_heads, d_ff, rng, norm_first=norm_first,
+                                    dropout=dropout, dtype=dtype) for _ in range(n_layers)]
         self.norm = LayerNorm(d_model, dtype=dtype) if norm_first else None
 
     def parameters(self):
@@ -506,8 +595,6 @@ class Encoder:
         for layer in self.layers:
             x = layer.forward(x, mask)
         return x if self.norm is None else self.norm.forward(x)
-
-
 # ── 06 · The decoder and the whole Transformer ────────────────────────────────────────────────
 
 
@@ -516,10 +603,12 @@ class DecoderBlock:
 
     Cross-attention takes its queries from the decoder and its keys and values from the
     encoder's output, `memory`. Each sub-layer has a residual connection and a LayerNorm:
-    Post-LN by default (x = LN(x + Sublayer(x))), Pre-LN with norm_first=True.
+    Post-LN by default (x = LN(x + Sublayer(x))), Pre-LN with norm_first=True. dropout: as in
+    EncoderBlock, on each sub-layer's output before the residual add, in training mode only.
     """
 
-    def __init__(self, d_model, n_heads, d_ff, rng, *, norm_first=False, dtype=np.float64):
+    def __init__(self, d_model, n_heads, d_ff, rng, *, norm_first=False, dropout=0.0,
+                 dtype=np.float64):
         self.d_model, self.norm_first = d_model, norm_first
         self.self_attn = MultiHeadAttention(d_model, n_heads, rng, dtype=dtype)
         self.cross_attn = MultiHeadAttention(d_model, n_heads, rng, dtype=dtype)
@@ -527,6 +616,7 @@ class DecoderBlock:
         self.norm1 = LayerNorm(d_model, dtype=dtype)
         self.norm2 = LayerNorm(d_model, dtype=dtype)
         self.norm3 = LayerNorm(d_model, dtype=dtype)
+        self.dropout1, self.dropout2, self.dropout3 = (Dropout(dropout) for _ in range(3))
 
     def parameters(self):
         parts = ("self_attn", "cross_attn", "ffn", "norm1", "norm2", "norm3")
@@ -542,27 +632,32 @@ class DecoderBlock:
         self_mask blocks target keys (causal and padding), memory_mask blocks source keys
         (padding); both are boolean with True = blocked.
         """
+        x, memory = as_real_array(x, "x"), as_real_array(memory, "memory")
+        for name, a in (("x", x), ("memory", memory)):
+            if a.ndim < 2 or a.shape[-1] != self.d_model or a.shape[-2] == 0:
+                raise ValueError(f"{name} must have shape (..., T >= 1, d_model={self.d_model}), "
+                                 f"got {a.shape}")
         if self.norm_first:
             h = self.norm1.forward(x)
-            x = x + self.self_attn.forward(h, h, h, self_mask)
+            x = x + self.dropout1.forward(self.self_attn.forward(h, h, h, self_mask))
             h = self.norm2.forward(x)
-            x = x + self.cross_attn.forward(h, memory, memory, memory_mask)
-            return x + self.ffn.forward(self.norm3.forward(x))
-        x = self.norm1.forward(x + self.self_attn.forward(x, x, x, self_mask))
-        x = self.norm2.forward(x + self.cross_attn.forward(x, memory, memory, memory_mask))
-        return self.norm3.forward(x + self.ffn.forward(x))
+            x = x + self.dropout2.forward(self.cross_attn.forward(h, memory, memory, memory_mask))
+            return x + self.dropout3.forward(self.ffn.forward(self.norm3.forward(x)))
+        a = self.dropout1.forward(self.self_attn.forward(x, x, x, self_mask))
+        x = self.norm1.forward(x + a)
+        a = self.dropout2.forward(self.cross_attn.forward(x, memory, memory, memory_mask))
+        x = self.norm2.forward(x + a)
+        return self.norm3.forward(x + self.dropout3.forward(self.ffn.forward(x)))
 
 
 class Decoder:
     """A stack of n_layers DecoderBlocks (N = 6 in the paper); Pre-LN adds a final LayerNorm."""
 
-    def __init__(self, n_layers, d_model, n_heads, d_ff, rng, *, norm_first=False,
+    def __init__(self, n_layers, d_model, n_heads, d_ff, rng, *, norm_first=False, dropout=0.0,
                  dtype=np.float64):
-        is_int = isinstance(n_layers, (int, np.integer)) and not isinstance(n_layers, bool)
-        if not is_int or n_layers < 1:
-            raise ValueError(f"n_layers must be a positive int, got {n_layers!r}")
-        self.layers = [DecoderBlock(d_model, n_heads, d_ff, rng, norm_first=norm_first, dtype=dtype)
-                       for _ in range(n_layers)]
+        n_layers = check_positive_int(n_layers, "n_layers")
+        self.layers = [DecoderBlock(d_model, n_heads, d_ff, rng, norm_first=norm_first,
+                                    dropout=dropout, dtype=dtype) for _ in range(n_layers)]
         self.norm = LayerNorm(d_model, dtype=dtype) if norm_first else None
 
     def parameters(self):
@@ -589,28 +684,40 @@ class Transformer:
     BPE vocabulary); tie_output=True computes logits with the target embedding matrix itself,
     logits = x @ E^T (paper §3.4), instead of a separate W_out, b_out. Token id `pad_id` is
     padding: padded source keys and padded target keys are masked; so are future target keys.
+    pad_id=None: no token is padding. dropout: the paper's P_drop, on the sum of embeddings and
+    PE and inside every block, in training mode only (set_training).
     """
 
     def __init__(self, src_vocab, tgt_vocab, rng, *, d_model=512, n_heads=8, d_ff=2048,
                  n_layers=6, max_len=256, pad_id=0, share_embeddings=False, tie_output=False,
-                 norm_first=False, dtype=np.float64):
+                 norm_first=False, dropout=0.0, dtype=np.float64):
+        src_vocab = check_positive_int(src_vocab, "src_vocab")
+        tgt_vocab = check_positive_int(tgt_vocab, "tgt_vocab")
+        d_model, dtype = check_positive_int(d_model, "d_model"), check_float_dtype(dtype)
+        max_len = check_positive_int(max_len, "max_len", "the longest sequence")
         if share_embeddings and src_vocab != tgt_vocab:
             raise ValueError(f"share_embeddings needs one vocabulary, got src_vocab={src_vocab} "
                              f"and tgt_vocab={tgt_vocab}")
+        n_ids = min(src_vocab, tgt_vocab)  # pad_id pads source and target sequences alike
+        if pad_id is not None and (isinstance(pad_id, bool) or not isinstance(
+                pad_id, (int, np.integer)) or not 0 <= pad_id < n_ids):
+            raise ValueError(f"pad_id must be None (no padding) or a token id in [0, {n_ids}), "
+                             f"got pad_id={pad_id!r}")
         self.src_vocab, self.tgt_vocab, self.d_model = src_vocab, tgt_vocab, d_model
         self.pad_id, self.share_embeddings, self.tie_output = pad_id, share_embeddings, tie_output
+        self.pe = positional_encoding(max_len, d_model, dtype=dtype)  # (max_len, d_model)
         std = 1.0 / np.sqrt(d_model)  # times sqrt(d_model) below: unit-variance token vectors
         self.src_embed = rng.normal(0.0, std, (src_vocab, d_model)).astype(dtype)
         self.tgt_embed = (self.src_embed if share_embeddings
                           else rng.normal(0.0, std, (tgt_vocab, d_model)).astype(dtype))
-        self.pe = positional_encoding(max_len, d_model, dtype=dtype)  # (max_len, d_model)
         self.encoder = Encoder(n_layers, d_model, n_heads, d_ff, rng, norm_first=norm_first,
-                               dtype=dtype)
+                               dropout=dropout, dtype=dtype)
         self.decoder = Decoder(n_layers, d_model, n_heads, d_ff, rng, norm_first=norm_first,
-                               dtype=dtype)
+                               dropout=dropout, dtype=dtype)
         if not tie_output:
             self.W_out = rng.normal(0.0, std, (d_model, tgt_vocab)).astype(dtype)
             self.b_out = np.zeros(tgt_vocab, dtype=dtype)
+        self.src_dropout, self.tgt_dropout = Dropout(dropout), Dropout(dropout)  # on x + PE
         self.cache = None  # kept for backward (notebook 07)
 
     def parameters(self):
@@ -633,10 +740,13 @@ class Transformer:
         if tokens.ndim != 2 or not np.issubdtype(tokens.dtype, np.integer):
             raise ValueError(f"{name} must be integer token ids of shape (B, T), got "
                              f"{tokens.dtype} {tokens.shape}")
+        if 0 in tokens.shape:
+            raise ValueError(f"{name} must hold at least one sequence of at least one token, "
+                             f"got shape {tokens.shape}")
         if tokens.shape[1] > len(self.pe):
             raise ValueError(f"{name} has T={tokens.shape[1]} positions, longer than the "
                              f"positional table (max_len={len(self.pe)})")
-        if tokens.size and (tokens.min() < 0 or tokens.max() >= vocab):
+        if tokens.min() < 0 or tokens.max() >= vocab:
             raise ValueError(f"{name} has token ids in [{tokens.min()}, {tokens.max()}], outside "
                              f"the vocabulary [0, {vocab})")
         return tokens
@@ -644,13 +754,15 @@ class Transformer:
     def embed(self, tokens, table, start=0):
         """Token vectors * sqrt(d_model) + PE: (B, T) ids -> (B, T, d_model)."""
         T = tokens.shape[-1]
-        return table[tokens] * np.sqrt(self.d_model) + self.pe[start:start + T]
+        scale = np.sqrt(self.d_model, dtype=table.dtype)  # np.sqrt(d_model) alone is float64
+        return table[tokens] * scale + self.pe[start:start + T]
 
     def encode(self, src):
         """src (B, S) ids -> memory (B, S, d_model) and the source padding mask (B, 1, 1, S)."""
         src = self.check_tokens(src, self.src_vocab, "src")
-        src_mask = padding_mask_from_tokens(src, self.pad_id)  # (B, 1, 1, S)
-        return self.encoder.forward(self.embed(src, self.src_embed), src_mask), src_mask
+        src_mask = None if self.pad_id is None else padding_mask_from_tokens(src, self.pad_id)
+        x = self.src_dropout.forward(self.embed(src, self.src_embed))  # (B, S, d_model)
+        return self.encoder.forward(x, src_mask), src_mask
 
     def logits(self, x):
         """Decoder output (..., d_model) -> vocabulary logits (..., tgt_vocab)."""
@@ -664,9 +776,11 @@ class Transformer:
         if tgt.shape[0] != memory.shape[0]:
             raise ValueError(f"batch sizes differ: tgt has B={tgt.shape[0]}, the source "
                              f"B={memory.shape[0]}")
-        T = tgt.shape[1]
-        self_mask = causal_mask(T) | padding_mask_from_tokens(tgt, self.pad_id)  # (B, 1, T, T)
-        x = self.decoder.forward(self.embed(tgt, self.tgt_embed), memory, self_mask, src_mask)
+        self_mask = causal_mask(tgt.shape[1])  # (T, T)
+        if self.pad_id is not None:
+            self_mask = self_mask | padding_mask_from_tokens(tgt, self.pad_id)  # (B, 1, T, T)
+        x = self.tgt_dropout.forward(self.embed(tgt, self.tgt_embed))  # (B, T, d_model)
+        x = self.decoder.forward(x, memory, self_mask, src_mask)
         self.cache = {"tgt": tgt, "x": x}  # kept for backward (notebook 07)
         return self.logits(x)
 
@@ -681,13 +795,15 @@ class Transformer:
         return logits
 
 
-def attention_step(attn, x_new, cache, memory=None, memory_mask=None):
+def attention_step(attn, x_new, cache, memory=None, mask=None):
     """MultiHeadAttention for one new query position with a key/value cache.
 
     Self-attention (memory=None): the new position's key and value are appended to the cache
     and the query attends to every position so far; nothing later exists yet, so no causal
     mask is needed. Cross-attention: the keys and values of `memory` are computed on the first
-    call and reused. x_new (B, 1, d_model) -> (B, 1, d_model).
+    call and reused. mask blocks keys (True = blocked): the positions so far, (B, 1, 1, t), for
+    self-attention; the memory's, (B, 1, 1, S), for cross-attention.
+    x_new (B, 1, d_model) -> (B, 1, d_model).
     """
     h = attn.n_heads
     if memory is None:
@@ -701,39 +817,56 @@ def attention_step(attn, x_new, cache, memory=None, memory_mask=None):
         cache["K"] = split_heads(memory @ attn.W_k + attn.b_k, h)  # (B, h, S, d_k), once
         cache["V"] = split_heads(memory @ attn.W_v + attn.b_v, h)
     Q = split_heads(x_new @ attn.W_q + attn.b_q, h)  # (B, h, 1, d_k)
-    heads, attn.weights = scaled_dot_product_attention(Q, cache["K"], cache["V"], memory_mask)
+    heads, attn.weights = scaled_dot_product_attention(Q, cache["K"], cache["V"], mask)
     return merge_heads(heads) @ attn.W_o + attn.b_o  # (B, 1, d_model)
 
 
-def decoder_block_step(block, x_new, memory, cache, memory_mask=None):
+def decoder_block_step(block, x_new, memory, cache, memory_mask=None, self_mask=None):
     """DecoderBlock.forward for ONE new target position, reusing cached keys and values.
 
     x_new (B, 1, d_model) is the newest position; `cache` is a dict this function fills (the
     self-attention keys/values of every earlier position and the cross-attention keys/values of
-    `memory`). Returns (B, 1, d_model), equal to the last position of block.forward on the
-    whole prefix under a causal mask.
+    `memory`). self_mask (B, 1, 1, t) blocks padded target positions so far. Returns
+    (B, 1, d_model), equal to the last position of block.forward on the whole prefix under a
+    causal mask. Dropout is left out: decoding runs in evaluation mode.
     """
     self_cache, cross_cache = cache.setdefault("self", {}), cache.setdefault("cross", {})
     if block.norm_first:
         h = block.norm1.forward(x_new)
-        x_new = x_new + attention_step(block.self_attn, h, self_cache)
+        x_new = x_new + attention_step(block.self_attn, h, self_cache, mask=self_mask)
         h = block.norm2.forward(x_new)
         x_new = x_new + attention_step(block.cross_attn, h, cross_cache, memory, memory_mask)
         return x_new + block.ffn.forward(block.norm3.forward(x_new))
-    x_new = block.norm1.forward(x_new + attention_step(block.self_attn, x_new, self_cache))
-    x_new = block.norm2.forward(
-        x_new + attention_step(block.cross_attn, x_new, cross_cache, memory, memory_mask))
+    a = attention_step(block.self_attn, x_new, self_cache, mask=self_mask)
+    x_new = block.norm1.forward(x_new + a)
+    a = attention_step(block.cross_attn, x_new, cross_cache, memory, memory_mask)
+    x_new = block.norm2.forward(x_new + a)
     return block.norm3.forward(x_new + block.ffn.forward(x_new))
 
 
 def greedy_decode(model, src, bos_id, eos_id, max_steps, *, use_cache=True):
     """Generate with the most likely token (never `pad_id`) at every step, one at a time.
 
-    Returns (tokens (B, 1 + steps) starting with BOS, logits (B, steps, tgt_vocab)). Without the
-    cache each step re-runs the decoder on the whole prefix; with it each step runs only the new
-    position through the blocks. A sequence that has produced EOS is continued with `pad_id`;
-    generation stops once every sequence has produced EOS or after max_steps.
+    Returns (tokens (B, 1 + steps) starting with BOS, logits (B, steps, tgt_vocab)); the logits
+    are those of model.forward(src, tokens[:, :-1]), masks included. Without the cache each step
+    re-runs the decoder on the whole prefix; with it each step runs only the new position
+    through the blocks. A sequence that has produced EOS is continued with `pad_id` (with EOS if
+    pad_id is None); generation stops once every sequence has produced EOS or after max_steps.
+    Decoding is evaluation: the model's dropout must be off (set_training(model, None)).
     """
+    pad, n_vocab = model.pad_id, model.tgt_vocab
+    for name, value in (("bos_id", bos_id), ("eos_id", eos_id)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
+                or not 0 <= value < n_vocab:
+            raise ValueError(f"{name} must be a token id in [0, {n_vocab}), got {name}={value!r}")
+    if bos_id == pad:
+        raise ValueError(f"bos_id={bos_id} is the padding id: the first position would be masked")
+    max_steps = check_positive_int(max_steps, "max_steps")
+    if max_steps > len(model.pe):
+        raise ValueError(f"max_steps={max_steps} needs more decoder positions than the positional "
+                         f"table has (max_len={len(model.pe)})")
+    if any(layer.rng is not None for layer in dropout_layers(model)):
+        raise ValueError("greedy_decode runs in evaluation mode: call set_training(model, None)")
     memory, src_mask = model.encode(src)
     B = memory.shape[0]
     tokens = np.full((B, 1), bos_id)
@@ -742,18 +875,18 @@ def greedy_decode(model, src, bos_id, eos_id, max_steps, *, use_cache=True):
     for t in range(max_steps):
         if use_cache:
             x = model.embed(tokens[:, -1:], model.tgt_embed, start=t)  # (B, 1, d_model)
+            self_mask = None if pad is None else padding_mask_from_tokens(tokens, pad)
             for block, cache in zip(model.decoder.layers, caches, strict=True):
-                x = decoder_block_step(block, x, memory, cache, src_mask)
+                x = decoder_block_step(block, x, memory, cache, src_mask, self_mask)
             if model.decoder.norm is not None:
                 x = model.decoder.norm.forward(x)
             step_logits = model.logits(x)[:, -1]  # (B, tgt_vocab)
-        else:  # the whole prefix again, under the causal mask
-            x = model.embed(tokens, model.tgt_embed)  # (B, t + 1, d_model)
-            x = model.decoder.forward(x, memory, causal_mask(t + 1), src_mask)
-            step_logits = model.logits(x)[:, -1]  # (B, tgt_vocab)
+        else:  # the whole prefix again, with the masks of model.forward
+            step_logits = model.decode(tokens, memory, src_mask)[:, -1]  # (B, tgt_vocab)
         choice = step_logits.copy()
-        choice[:, model.pad_id] = -np.inf  # padding is never a prediction
-        next_token = np.where(done, model.pad_id, choice.argmax(axis=-1))
+        if pad is not None:
+            choice[:, pad] = -np.inf  # padding is never a prediction
+        next_token = np.where(done, eos_id if pad is None else pad, choice.argmax(axis=-1))
         tokens = np.concatenate([tokens, next_token[:, None]], axis=1)
         all_logits.append(step_logits)
         done |= next_token == eos_id
@@ -788,12 +921,10 @@ def online_attention(Q, K, V, mask=None, block_size=256):
     Shapes and mask as in scaled_dot_product_attention; returns the output (..., T_q, d_v) only.
     A query whose keys are all blocked gets a zero output (never NaN).
     """
-    Q, K, V = np.asarray(Q), np.asarray(K), np.asarray(V)
+    Q, K, V = as_real_array(Q, "Q"), as_real_array(K, "K"), as_real_array(V, "V")
     mask = None if mask is None else np.asarray(mask)
     check_attention_inputs(Q, K, V, mask)
-    if isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer)) \
-            or block_size < 1:
-        raise ValueError(f"block_size must be a positive int, got block_size={block_size!r}")
+    block_size = check_positive_int(block_size, "block_size")
     dtype = np.result_type(Q, K, V)
     if not np.issubdtype(dtype, np.floating):
         dtype = np.dtype(np.float64)

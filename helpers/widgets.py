@@ -1161,12 +1161,15 @@ class TrainingMonitor(W.VBox):
         super().__init__([W.HBox([self.bar, self.label]), self.image])
         self.add_class("tx-training-monitor")
 
-    def update(self, history: dict) -> None:
+    def update(self, history: dict, model=None) -> None:
+        """The callback of train(): history so far (the model is not needed here)."""
         step = len(history["loss"])
         self.bar.value = min(step, self.bar.max)
         evaluated = bool(history["eval_step"]) and history["eval_step"][-1] == step
         acc = f" · exact match {history['accuracy'][-1]:.3f}" if history["accuracy"] else ""
-        self.label.value = f"step {step} · loss {history['loss'][-1]:.3f}{acc}"
+        norm = f" · gradient norm {history['grad_norm'][-1]:.2f}" if history.get("grad_norm") \
+            else ""
+        self.label.value = f"step {step} · loss {history['loss'][-1]:.3f}{norm}{acc}"
         if step % self.every == 0 or evaluated or step == 1:
             self.redraw(history)
 

@@ -127,6 +127,70 @@ def test_greedy_decode_picks_the_argmax_and_stops_at_eos():
     assert tokens.tolist() == [[BOS, EOS]]
 
 
+@pytest.mark.parametrize("use_cache", [True, False])
+@pytest.mark.parametrize("settings", [dict(), dict(norm_first=True), dict(pad_id=None)])
+def test_greedy_logits_are_the_forward_logits_after_eos_too(settings, use_cache):
+    """Finished sequences are continued with <pad>; their later logits must still be exactly what
+    model.forward computes on the generated tokens (the decode path masks <pad> keys as well)."""
+    model = small_model(seed=3, tie_output=False, **settings)
+    model.b_out[EOS] = 2.0  # EOS early for some sequences, late or never for others
+    src = np.array([[3, 4, 5, 6, 7, EOS], [8, 9, EOS, PAD, PAD, PAD], [5, 5, 5, 5, 5, 5]])
+    tokens, logits = greedy_decode(model, src, BOS, EOS, 12, use_cache=use_cache)
+    finished = np.argmax(tokens == EOS, axis=1)
+    assert np.any((finished > 0) & (finished < tokens.shape[1] - 1))  # some continue after EOS
+    np.testing.assert_allclose(logits, model.forward(src, tokens[:, :-1]), atol=1e-12, rtol=0)
+    after = np.arange(tokens.shape[1]) > np.where(finished > 0, finished, 99)[:, None]
+    fill = EOS if settings.get("pad_id", 0) is None else PAD
+    assert np.all(tokens[after] == fill)
+
+
+def test_pad_id_none_works_everywhere():
+    from helpers.training import cross_entropy, transformer_backward
+
+    model = small_model(seed=2, pad_id=None)
+    src, tgt = np.array([[0, 3, 4]]), np.array([[BOS, 0, 5]])  # id 0 is an ordinary token here
+    logits = model.forward(src, tgt)
+    _, d = cross_entropy(logits, np.array([[0, 5, EOS]]))
+    assert set(transformer_backward(model, d)) == set(model.parameters())
+    with_pad = small_model(seed=2)  # same weights; id 0 is padding: a different function
+    assert not np.allclose(with_pad.forward(src, tgt), logits)
+    tokens, _ = greedy_decode(model, src, BOS, EOS, 5)
+    assert tokens.shape[0] == 1 and tokens[0, 0] == BOS
+
+
+@pytest.mark.parametrize("pad_id", [-1, 13, 20, 1.0, True, "0"])
+def test_pad_id_must_be_a_valid_id_or_none(pad_id):
+    with pytest.raises(ValueError, match=r"pad_id must be None \(no padding\) or a token id in "
+                                         r"\[0, 13\)"):
+        small_model(pad_id=pad_id)
+
+
+def test_pad_id_minus_one_used_to_hide_the_last_id():
+    """Before validation, pad_id=-1 made greedy_decode block the last vocabulary id forever."""
+    model = small_model(seed=4, tie_output=False)
+    model.b_out[:] = -100.0
+    model.b_out[12] = 100.0  # the last id is the best prediction
+    tokens, _ = greedy_decode(model, np.array([[3, 4]]), BOS, EOS, 3)
+    assert tokens.tolist() == [[BOS, 12, 12, 12]]
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda m: greedy_decode(m, np.zeros((1, 0), int), BOS, EOS, 5), r"src must hold at least one"),
+        (lambda m: greedy_decode(m, np.zeros((0, 3), int), BOS, EOS, 5), r"src must hold at least one"),
+        (lambda m: greedy_decode(m, np.array([[3, 4]]), 13, EOS, 5), r"bos_id must be a token id"),
+        (lambda m: greedy_decode(m, np.array([[3, 4]]), BOS, -1, 5), r"eos_id must be a token id"),
+        (lambda m: greedy_decode(m, np.array([[3, 4]]), PAD, EOS, 5), r"bos_id=0 is the padding id"),
+        (lambda m: greedy_decode(m, np.array([[3, 4]]), BOS, EOS, 0), r"max_steps must be a positive"),
+        (lambda m: greedy_decode(m, np.array([[3, 4]]), BOS, EOS, 33), r"max_steps=33 needs more"),
+    ],
+)
+def test_greedy_decode_bad_input(call, match):
+    with pytest.raises(ValueError, match=match):
+        call(small_model())
+
+
 def test_attention_step_appends_to_the_cache(rng):
     block = DecoderBlock(8, 2, 16, rng)
     memory = rng.standard_normal((1, 3, 8))
@@ -183,6 +247,9 @@ def test_parameters_roundtrip_and_sharing():
         (lambda m: m.encode(np.ones((1, 3))), r"integer token ids of shape \(B, T\)"),
         (lambda m: m.encode(np.ones(3, int)), r"shape \(B, T\)"),
         (lambda m: Transformer(5, 6, np.random.default_rng(0), share_embeddings=True), r"one vocabulary"),
+        (lambda m: m.forward(np.ones((1, 0), int), np.ones((1, 2), int)), r"src must hold at least one"),
+        (lambda m: Transformer(5, 5, np.random.default_rng(0), d_model=16.0), r"d_model must be a positive int"),
+        (lambda m: Transformer(5, 5, np.random.default_rng(0), max_len=0), r"max_len .* must be a positive int"),
     ],
 )
 def test_bad_input(call, match):

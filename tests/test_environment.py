@@ -82,6 +82,16 @@ def test_drift_check_can_fail(tmp_path):
     assert pip_pins(tmp_path / "requirements-test.txt", (3, 11)) != conda
 
 
+def test_project_license_is_an_spdx_string():
+    """setuptools deprecates `license = {text = ...}` (builds using it stop being supported after
+    2027-02-18); the SPDX string form keeps `pip install -e .` working."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert pyproject["project"]["license"] == "MIT"
+    assert any(req.startswith("setuptools>=") and int(req.split(">=")[1].split(".")[0]) >= 77
+               for req in pyproject["build-system"]["requires"])  # the first to read SPDX
+
+
 def test_installed_versions_are_the_pinned_ones():
     pins = pip_pins(ROOT / "requirements-test.txt", sys.version_info[:2])
     wrong = {n: (v, metadata.version(n)) for n, v in pins.items() if metadata.version(n) != v}

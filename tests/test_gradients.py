@@ -16,7 +16,6 @@ from helpers.training import (
     cross_entropy,
     decoder_backward,
     decoder_block_backward,
-    dropout,
     dropout_backward,
     encoder_backward,
     encoder_block_backward,
@@ -30,6 +29,7 @@ from helpers.training import (
 from helpers.transformer import (
     Decoder,
     DecoderBlock,
+    Dropout,
     Encoder,
     EncoderBlock,
     FeedForward,
@@ -39,6 +39,7 @@ from helpers.transformer import (
     causal_mask,
     padding_mask,
     scaled_dot_product_attention,
+    set_training,
     softmax,
 )
 
@@ -157,16 +158,18 @@ def test_ffn_backward(rng):
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
-def test_encoder_block_and_encoder_backward(rng, norm_first):
+@pytest.mark.parametrize("p", [0.0, 0.3], ids=["no dropout", "dropout 0.3"])
+def test_encoder_block_and_encoder_backward(rng, norm_first, p):
     x = rng.standard_normal((B, T, D))
     mask = padding_mask(np.array([T, 2]), T)
     G = rng.standard_normal((B, T, D))
-    block = EncoderBlock(D, H, F, rng, norm_first=norm_first)
-    stack = Encoder(2, D, H, F, rng, norm_first=norm_first)
+    block = EncoderBlock(D, H, F, rng, norm_first=norm_first, dropout=p)
+    stack = Encoder(2, D, H, F, rng, norm_first=norm_first, dropout=p)
     for module, backward in ((block, encoder_block_backward), (stack, encoder_backward)):
         perturb(module.parameters(), rng, 0.2)
 
         def f(module=module):
+            set_training(module, np.random.default_rng(3))  # the same masks at every call
             return float(np.sum(G * module.forward(x, mask)))
 
         f()
@@ -177,18 +180,20 @@ def test_encoder_block_and_encoder_backward(rng, norm_first):
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
-def test_decoder_block_and_decoder_backward(rng, norm_first):
+@pytest.mark.parametrize("p", [0.0, 0.3], ids=["no dropout", "dropout 0.3"])
+def test_decoder_block_and_decoder_backward(rng, norm_first, p):
     x = rng.standard_normal((B, T, D))
     memory = rng.standard_normal((B, S, D))
     self_mask = causal_mask(T) | padding_mask(np.array([T, 3]), T)
     memory_mask = padding_mask(np.array([S, 2]), S)
     G = rng.standard_normal((B, T, D))
-    block = DecoderBlock(D, H, F, rng, norm_first=norm_first)
-    stack = Decoder(2, D, H, F, rng, norm_first=norm_first)
+    block = DecoderBlock(D, H, F, rng, norm_first=norm_first, dropout=p)
+    stack = Decoder(2, D, H, F, rng, norm_first=norm_first, dropout=p)
     for module, backward in ((block, decoder_block_backward), (stack, decoder_backward)):
         perturb(module.parameters(), rng, 0.2)
 
         def f(module=module):
+            set_training(module, np.random.default_rng(3))  # the same masks at every call
             return float(np.sum(G * module.forward(x, memory, self_mask, memory_mask)))
 
         f()
@@ -214,12 +219,17 @@ def test_cross_entropy_gradient_with_smoothing_and_padding(rng):
 def test_dropout_backward(rng):
     x = rng.standard_normal((3, 5))
     G = rng.standard_normal((3, 5))
-    _, keep = dropout(x, 0.4, np.random.default_rng(1), training=True)
+    layer = Dropout(0.4)
 
     def f():
-        return float(np.sum(G * dropout(x, 0.4, np.random.default_rng(1), training=True)[0]))
+        layer.rng = np.random.default_rng(1)  # the same mask at every call
+        return float(np.sum(G * layer.forward(x)))
 
-    assert_gradients(f, {"x": x}, {"x": dropout_backward(G, keep, 0.4)})
+    f()
+    assert 0 < layer.cache.sum() < x.size  # something was dropped, something kept
+    assert_gradients(f, {"x": x}, {"x": dropout_backward(layer, G)})
+    layer.rng = None  # evaluation: the identity, and so is its backward
+    assert layer.forward(x) is x and dropout_backward(layer, G) is G
 
 
 WHOLE_MODELS = {
@@ -227,6 +237,9 @@ WHOLE_MODELS = {
     "Pre-LN, separate embeddings": {"norm_first": True},
     "Post-LN, shared and tied": {"share_embeddings": True, "tie_output": True},
     "Pre-LN, shared embeddings": {"norm_first": True, "share_embeddings": True},
+    "Post-LN, dropout 0.2 in training mode": {"dropout": 0.2},
+    "Pre-LN, tied, dropout 0.2 in training mode": {"norm_first": True, "tie_output": True,
+                                                   "dropout": 0.2},
 }
 
 
@@ -244,11 +257,16 @@ def test_whole_model_backward(rng, settings):
     tgt_out[1, 2:] = 0
 
     def f():
+        set_training(model, np.random.default_rng(5))  # the same masks at every call
         return cross_entropy(model.forward(src, tgt_in), tgt_out, label_smoothing=0.1,
                              ignore_id=0)[0]
 
+    set_training(model, np.random.default_rng(5))
     _, d_logits = cross_entropy(model.forward(src, tgt_in), tgt_out, label_smoothing=0.1,
                                 ignore_id=0)
+    if settings.get("dropout"):  # the masks really drop something, in every dropout layer
+        assert all(0 < layer.cache.mean() < 1 for layer in
+                   (model.src_dropout, model.tgt_dropout, model.decoder.layers[1].dropout3))
     grads = transformer_backward(model, d_logits)
     assert list(grads) == list(model.parameters())
     assert_gradients(f, model.parameters(), grads, max_entries=6)

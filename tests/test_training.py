@@ -18,18 +18,20 @@ from helpers.training import (
     REVERSE_CONFIG,
     Adam,
     anti_diagonal_mass,
+    clip_by_global_norm,
     cross_entropy,
-    dropout,
     dropout_backward,
     exact_match,
+    first_below,
     log_softmax,
     lrate,
+    lrate_linear_decay,
     make_targets,
     reverse_task,
     sample_sequences,
     train_reverse,
 )
-from helpers.transformer import Transformer
+from helpers.transformer import Dropout, Transformer, dropout_layers, greedy_decode, set_training
 
 # ── schedule ─────────────────────────────────────────────────────────────────────────────────
 
@@ -49,6 +51,32 @@ def test_lrate_closed_form_and_peak_at_warmup():
 def test_lrate_refuses_step_zero():
     with pytest.raises(ValueError, match="step counts from 1"):
         lrate(0, 512, 4000)
+
+
+def test_linear_decay_follows_the_warm_up_then_a_straight_line_to_zero():
+    steps = np.arange(1, 701)
+    lr = lrate_linear_decay(steps, 32, 100, 600, factor=0.5)
+    np.testing.assert_allclose(lr[:100], lrate(steps[:100], 32, 100, factor=0.5), rtol=1e-15)
+    peak = 0.5 / np.sqrt(32 * 100)
+    assert lr.max() == pytest.approx(peak, rel=1e-15) and np.argmax(lr) + 1 == 100
+    assert lr[349] == pytest.approx(peak * 0.5, rel=1e-12)  # step 350: half-way down
+    assert np.all(lr[599:] == 0) and np.all(np.diff(lr[99:600]) < 0)
+    # the paper's rate at 6 x warm-up is still sqrt(1/6) = 41% of its peak
+    assert lrate(600, 32, 100) / lrate(100, 32, 100) == pytest.approx(6 ** -0.5, rel=1e-12)
+    with pytest.raises(ValueError, match="warmup < total"):
+        lrate_linear_decay(5, 32, 100, 100)
+
+
+def test_clipping_keeps_the_direction_and_caps_the_length():
+    grads = {"a": np.array([3.0, 0.0], dtype=np.float32), "b": np.array([[4.0]], np.float32)}
+    clipped, norm = clip_by_global_norm(grads, 2.0)
+    assert norm == pytest.approx(5.0)
+    np.testing.assert_allclose(clipped["a"], [1.2, 0.0], rtol=1e-6)
+    np.testing.assert_allclose(clipped["b"], [[1.6]], rtol=1e-6)
+    assert clipped["a"].dtype == np.float32  # the scale does not promote float32
+    same, norm = clip_by_global_norm(grads, 10.0)
+    assert same is grads and norm == pytest.approx(5.0)
+    assert clip_by_global_norm(grads, None)[0] is grads
 
 
 # ── Adam ─────────────────────────────────────────────────────────────────────────────────────
@@ -133,18 +161,42 @@ def test_cross_entropy_bad_input():
 
 
 def test_dropout_train_and_eval():
-    x = np.ones((400, 500))
-    y, keep = dropout(x, 0.1, np.random.default_rng(0), training=False)
-    assert y is x and keep is None
-    y, keep = dropout(x, 0.1, np.random.default_rng(0), training=True)
-    assert abs((~keep).mean() - 0.1) < 0.005
+    x = np.ones((400, 500), dtype=np.float32)
+    layer = Dropout(0.1)
+    assert layer.forward(x) is x and layer.cache is None  # evaluation mode by default
+    set_training(layer, np.random.default_rng(0))
+    y = layer.forward(x)
+    keep = layer.cache
+    assert abs((~keep).mean() - 0.1) < 0.005 and y.dtype == np.float32
     assert np.all(y[keep] == pytest.approx(1 / 0.9)) and np.all(y[~keep] == 0)
     assert abs(y.mean() - 1.0) < 0.01  # inverted dropout keeps the expected value
-    d = dropout_backward(np.ones_like(x), keep, 0.1)
-    np.testing.assert_array_equal(d, y)
-    assert dropout_backward(x, None, 0.1) is x
-    with pytest.raises(ValueError, match="p \\(the drop probability\\)"):
-        dropout(x, 1.0, np.random.default_rng(0), training=True)
+    np.testing.assert_array_equal(dropout_backward(layer, np.ones_like(x)), y)
+    set_training(layer, None)
+    assert layer.forward(x) is x and dropout_backward(layer, x) is x
+    for p in (1.0, -0.1, True, "0.1"):
+        with pytest.raises(ValueError, match="p \\(the dropout probability\\)"):
+            Dropout(p)
+    with pytest.raises(ValueError, match="rng must be a np.random.Generator"):
+        set_training(layer, 0)
+
+
+def test_set_training_reaches_every_dropout_of_a_transformer():
+    model = Transformer(13, 13, np.random.default_rng(0), d_model=8, n_heads=2, d_ff=16,
+                        n_layers=2, max_len=12, dropout=0.1)
+    layers = dropout_layers(model)
+    assert len(layers) == 2 + 2 * 2 + 2 * 3  # embeddings, 2 per encoder block, 3 per decoder block
+    assert len({id(d) for d in layers}) == len(layers)
+    rng = np.random.default_rng(1)
+    set_training(model, rng)
+    assert all(d.rng is rng for d in layers)
+    src, tgt = np.array([[3, 4, 5]]), np.array([[1, 5, 4]])
+    a, b = model.forward(src, tgt), model.forward(src, tgt)
+    assert not np.allclose(a, b)  # training: new masks every call
+    set_training(model, None)
+    np.testing.assert_array_equal(model.forward(src, tgt), model.forward(src, tgt))
+    set_training(model, rng)
+    with pytest.raises(ValueError, match="evaluation mode"):
+        greedy_decode(model, src, BOS, EOS, 3)
 
 
 # ── the task ─────────────────────────────────────────────────────────────────────────────────
@@ -197,7 +249,7 @@ def test_anti_diagonal_mass():
     assert anti_diagonal_mass(np.eye(L + 1, L), L) == 0.0  # the copy task's diagonal
 
 
-@pytest.mark.parametrize("patience, stop", [(1, 2), (2, 5), (3, 6)])
+@pytest.mark.parametrize("patience, stop", [(1, 2), (2, 5), (3, 6), (None, 8)])
 def test_training_stops_after_patience_perfect_validations(monkeypatch, patience, stop):
     scripted = iter([0.5, 1.0, 0.9, 1.0, 1.0, 1.0, 1.0, 1.0])
     monkeypatch.setattr(training, "exact_match", lambda model, src, tgt: np.array([next(scripted)]))
@@ -206,14 +258,48 @@ def test_training_stops_after_patience_perfect_validations(monkeypatch, patience
     history = training.train(model, np.random.default_rng(1), lambda step: 1e-3, steps=8,
                              batch_size=4, validation=(None, None), eval_every=1,
                              patience=patience)
-    assert len(history["loss"]) == stop and history["accuracy"][-patience:] == [1.0] * patience
+    assert len(history["loss"]) == stop and history["accuracy"][-1] == 1.0
+    assert len(history["grad_norm"]) == len(history["lr"]) == stop
 
 
 def test_training_is_deterministic_and_lowers_the_loss():
-    _, h1, _ = train_reverse(0, steps=6, eval_every=None)
-    _, h2, _ = train_reverse(0, steps=6, eval_every=None)
+    _, h1, _ = train_reverse(0, budget=6, eval_every=None)
+    _, h2, _ = train_reverse(0, budget=6, eval_every=None)
     assert h1["loss"] == h2["loss"] and len(h1["loss"]) == 6
     assert h1["loss"][-1] < h1["loss"][0]
+    assert h1["lr"] == [float(lrate_linear_decay(s, 32, 100, 600, 0.5)) for s in range(1, 7)]
+
+
+def test_training_clips_and_records_the_gradient_norm():
+    seen = []
+    original = training.clip_by_global_norm
+
+    def spy(grads, max_norm):
+        clipped, norm = original(grads, max_norm)
+        seen.append((norm, float(np.sqrt(sum(np.vdot(g, g) for g in clipped.values())))))
+        return clipped, norm
+
+    training.clip_by_global_norm, keep = spy, training.clip_by_global_norm
+    try:
+        _, h, _ = train_reverse(0, budget=5, eval_every=None, clip=0.5)
+    finally:
+        training.clip_by_global_norm = keep
+    assert [n for n, _ in seen] == h["grad_norm"]
+    assert all(after <= 0.5 * (1 + 1e-5) for _, after in seen) and max(h["grad_norm"]) > 0.5
+
+
+def test_training_with_dropout_draws_masks_and_returns_an_evaluation_model():
+    model, h, _ = train_reverse(0, budget=3, eval_every=None, dropout=0.1)
+    assert all(d.rng is None for d in dropout_layers(model))  # left in evaluation mode
+    _, h0, _ = train_reverse(0, budget=3, eval_every=None)
+    assert h["loss"] != h0["loss"]  # dropout changed the training
+
+
+def test_first_below_uses_the_mean_of_a_window():
+    losses = [3.0] * 20 + [0.5] * 20
+    assert first_below(losses, 1.0, window=10) == 29  # 9 of the last 10 at 0.5: mean 0.75
+    assert first_below([2.0, 0.1, 2.0], 1.0, window=1) == 2
+    assert first_below([2.0] * 30, 1.0) is None
 
 
 # ── the committed weights ────────────────────────────────────────────────────────────────────
