@@ -54,7 +54,7 @@ def verdict(error, tol, *, below=None):
             raise AssertionError(f"expected exactly 0, got {error!r}")
         return "= 0 exactly"
     if not error <= tol:
-        raise AssertionError(f"{error:.3e} exceeds the tolerance {fmt_bound(tol)}")
+        raise AssertionError(f"{error!r} exceeds the tolerance {fmt_bound(tol)}")
     if below is None:
         return f"within the tolerance {fmt_bound(tol)}"
     if not 0 < below < tol:

@@ -13,6 +13,7 @@ import numpy as np
 
 from helpers.transformer import (
     Transformer,
+    check_positive_int,
     greedy_decode,
     merge_heads,
     set_training,
@@ -333,8 +334,13 @@ def clip_by_global_norm(grads, max_norm):
     as one vector, sqrt(sum of every squared entry), exceeds max_norm: the direction is kept, the
     length of a rare huge gradient is capped, so that one unusual batch weighs no more than a
     usual one in the optimiser's running averages. max_norm None: no clipping.
-    Returns (grads, norm before clipping)."""
+    Returns (grads, norm before clipping); a norm that is not finite (inf or NaN: the training
+    diverged) raises a ValueError instead of spreading NaN through the weights."""
+    if max_norm is not None and not (isinstance(max_norm, (int, float)) and 0 < max_norm < np.inf):
+        raise ValueError(f"max_norm must be a positive number or None, got max_norm={max_norm!r}")
     norm = float(np.sqrt(sum(float(np.vdot(g, g)) for g in grads.values())))
+    if not np.isfinite(norm):
+        raise ValueError(f"the gradients' global norm is {norm}: the training diverged")
     if max_norm is None or norm <= max_norm:
         return grads, norm
     scale = max_norm / norm  # a Python float: float32 gradients stay float32
@@ -456,6 +462,8 @@ def train(model, rng, schedule, *, steps, batch_size=128, label_smoothing=0.1, c
     Returns history: per step "loss", "grad_norm" (before clipping) and "lr"; "eval_step",
     "accuracy" (validation exact match).
     """
+    if patience is not None:
+        patience = check_positive_int(patience, "patience")
     optimizer = Adam(model.parameters())
     history = {"loss": [], "grad_norm": [], "lr": [], "eval_step": [], "accuracy": []}
     for step in range(1, steps + 1):
@@ -535,6 +543,8 @@ def anti_diagonal_mass(weights, length):
 def first_below(losses, level, window=10):
     """The first step (counting from 1) at which the mean of the last `window` losses is below
     `level`; None if it never is. A mean, so that one lucky batch does not count."""
+    if len(losses) < window:
+        return None
     smooth = np.convolve(losses, np.ones(window) / window, mode="valid")
     hits = np.flatnonzero(smooth < level)
     return int(hits[0]) + window if hits.size else None

@@ -482,9 +482,10 @@ class Dropout:
     entries is cached for the backward pass (notebook 07).
     """
 
-    def __init__(self, p=0.0):
+    def __init__(self, p=0.0, *, name="p"):
         if isinstance(p, bool) or not isinstance(p, (int, float, np.floating)) or not 0 <= p < 1:
-            raise ValueError(f"p (the dropout probability) must lie in [0, 1), got p={p!r}")
+            raise ValueError(f"{name} (the dropout probability) must lie in [0, 1), "
+                             f"got {name}={p!r}")
         self.p = float(p)
         self.rng = None  # None: evaluation (identity); a Generator: training
         self.cache = None  # the kept entries of the last forward (None: nothing was dropped)
@@ -541,7 +542,7 @@ class EncoderBlock:
         self.ffn = FeedForward(d_model, d_ff, rng, dtype=dtype)
         self.norm1 = LayerNorm(d_model, dtype=dtype)
         self.norm2 = LayerNorm(d_model, dtype=dtype)
-        self.dropout1, self.dropout2 = Dropout(dropout), Dropout(dropout)
+        self.dropout1, self.dropout2 = (Dropout(dropout, name="dropout") for _ in range(2))
 
     def parameters(self):
         """Every learnable array by dotted name: "self_attn.W_q", "ffn.W_1", "norm1.gamma", ..."""
@@ -616,7 +617,8 @@ class DecoderBlock:
         self.norm1 = LayerNorm(d_model, dtype=dtype)
         self.norm2 = LayerNorm(d_model, dtype=dtype)
         self.norm3 = LayerNorm(d_model, dtype=dtype)
-        self.dropout1, self.dropout2, self.dropout3 = (Dropout(dropout) for _ in range(3))
+        self.dropout1, self.dropout2, self.dropout3 = (Dropout(dropout, name="dropout")
+                                                       for _ in range(3))
 
     def parameters(self):
         parts = ("self_attn", "cross_attn", "ffn", "norm1", "norm2", "norm3")
@@ -676,6 +678,14 @@ class Decoder:
         return x if self.norm is None else self.norm.forward(x)
 
 
+def check_token_id(value, name, n_ids):
+    """`value` as an int if it is a token id in [0, n_ids) (True is not); else a ValueError."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
+            or not 0 <= value < n_ids:
+        raise ValueError(f"{name} must be a token id in [0, {n_ids}), got {name}={value!r}")
+    return int(value)
+
+
 class Transformer:
     """The encoder-decoder of the paper: embeddings * sqrt(d_model) + PE, N encoder blocks,
     N decoder blocks, and a linear map to vocabulary logits.
@@ -699,10 +709,11 @@ class Transformer:
             raise ValueError(f"share_embeddings needs one vocabulary, got src_vocab={src_vocab} "
                              f"and tgt_vocab={tgt_vocab}")
         n_ids = min(src_vocab, tgt_vocab)  # pad_id pads source and target sequences alike
-        if pad_id is not None and (isinstance(pad_id, bool) or not isinstance(
-                pad_id, (int, np.integer)) or not 0 <= pad_id < n_ids):
+        try:
+            pad_id = None if pad_id is None else check_token_id(pad_id, "pad_id", n_ids)
+        except ValueError:
             raise ValueError(f"pad_id must be None (no padding) or a token id in [0, {n_ids}), "
-                             f"got pad_id={pad_id!r}")
+                             f"got pad_id={pad_id!r}") from None
         self.src_vocab, self.tgt_vocab, self.d_model = src_vocab, tgt_vocab, d_model
         self.pad_id, self.share_embeddings, self.tie_output = pad_id, share_embeddings, tie_output
         self.pe = positional_encoding(max_len, d_model, dtype=dtype)  # (max_len, d_model)
@@ -717,7 +728,8 @@ class Transformer:
         if not tie_output:
             self.W_out = rng.normal(0.0, std, (d_model, tgt_vocab)).astype(dtype)
             self.b_out = np.zeros(tgt_vocab, dtype=dtype)
-        self.src_dropout, self.tgt_dropout = Dropout(dropout), Dropout(dropout)  # on x + PE
+        self.src_dropout, self.tgt_dropout = (Dropout(dropout, name="dropout")  # on x + PE
+                                              for _ in range(2))
         self.cache = None  # kept for backward (notebook 07)
 
     def parameters(self):
@@ -854,13 +866,13 @@ def greedy_decode(model, src, bos_id, eos_id, max_steps, *, use_cache=True):
     pad_id is None); generation stops once every sequence has produced EOS or after max_steps.
     Decoding is evaluation: the model's dropout must be off (set_training(model, None)).
     """
-    pad, n_vocab = model.pad_id, model.tgt_vocab
-    for name, value in (("bos_id", bos_id), ("eos_id", eos_id)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
-                or not 0 <= value < n_vocab:
-            raise ValueError(f"{name} must be a token id in [0, {n_vocab}), got {name}={value!r}")
-    if bos_id == pad:
-        raise ValueError(f"bos_id={bos_id} is the padding id: the first position would be masked")
+    pad = model.pad_id
+    bos_id = check_token_id(bos_id, "bos_id", model.tgt_vocab)
+    eos_id = check_token_id(eos_id, "eos_id", model.tgt_vocab)
+    if pad is not None and pad in (bos_id, eos_id):
+        raise ValueError(f"bos_id={bos_id} and eos_id={eos_id} must differ from the padding id "
+                         f"pad_id={pad}: a padded first position is masked, and padding is never "
+                         "generated")
     max_steps = check_positive_int(max_steps, "max_steps")
     if max_steps > len(model.pe):
         raise ValueError(f"max_steps={max_steps} needs more decoder positions than the positional "

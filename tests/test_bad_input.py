@@ -43,7 +43,9 @@ bad_dtypes = st.sampled_from([np.complex128, np.bool_, np.str_, object])
 
 
 def raises_naming(name, call):
-    with pytest.raises(ValueError, match=re.escape(name)):
+    """A ValueError whose message names `name` as an argument: at the start or after a space or
+    parenthesis, followed by a space, "=" or the end (so "x" does not match any word with an x)."""
+    with pytest.raises(ValueError, match=rf"(^|[\s(]){re.escape(name)}(=| |$)"):
         call()
 
 

@@ -176,6 +176,9 @@ def test_dropout_train_and_eval():
     for p in (1.0, -0.1, True, "0.1"):
         with pytest.raises(ValueError, match="p \\(the dropout probability\\)"):
             Dropout(p)
+    with pytest.raises(ValueError, match=r"^dropout \(the dropout probability\).*got dropout=1\.5"):
+        Transformer(13, 13, np.random.default_rng(0), d_model=8, n_heads=2, d_ff=16, n_layers=1,
+                    dropout=1.5)
     with pytest.raises(ValueError, match="rng must be a np.random.Generator"):
         set_training(layer, 0)
 
@@ -300,6 +303,29 @@ def test_first_below_uses_the_mean_of_a_window():
     assert first_below(losses, 1.0, window=10) == 29  # 9 of the last 10 at 0.5: mean 0.75
     assert first_below([2.0, 0.1, 2.0], 1.0, window=1) == 2
     assert first_below([2.0] * 30, 1.0) is None
+    assert first_below([0.5] * 3, 1.0) is None  # fewer losses than the window: no mean yet
+
+
+@pytest.mark.parametrize("max_norm", [0, -1.0, float("inf"), float("nan"), "2"])
+def test_clipping_refuses_a_bound_that_is_not_positive(max_norm):
+    with pytest.raises(ValueError, match="max_norm must be a positive number"):
+        clip_by_global_norm({"a": np.ones(2)}, max_norm)
+
+
+def test_clipping_stops_a_diverged_training():
+    with pytest.raises(ValueError, match="global norm is inf: the training diverged"):
+        clip_by_global_norm({"a": np.array([1.0, np.inf])}, 2.0)
+    with pytest.raises(ValueError, match="global norm is nan"):
+        clip_by_global_norm({"a": np.array([np.nan])}, None)
+
+
+@pytest.mark.parametrize("patience", [0, -1, 1.5])
+def test_patience_is_a_positive_int_or_none(patience):
+    model = Transformer(13, 13, np.random.default_rng(0), d_model=8, n_heads=2, d_ff=16,
+                        n_layers=1, max_len=MAX_LEN + 1)
+    with pytest.raises(ValueError, match="patience must be a positive int"):
+        training.train(model, np.random.default_rng(1), lambda step: 1e-3, steps=2,
+                       batch_size=4, patience=patience)
 
 
 # ── the committed weights ────────────────────────────────────────────────────────────────────
