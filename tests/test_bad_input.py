@@ -102,7 +102,7 @@ def test_constructors_refuse_a_dtype_that_is_not_a_float_type(cls, dtype):
 def test_dropout_must_be_a_probability(cls, p):
     build, good = CONSTRUCTORS[cls]
     raises_naming("dropout", lambda: build(**good, dropout=p))
-    raises_naming("dropout", lambda: Dropout(p))
+    raises_naming("p", lambda: Dropout(p))
 
 
 @pytest.mark.parametrize("kwargs, name", [
