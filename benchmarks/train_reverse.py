@@ -5,7 +5,7 @@
     OPENBLAS_NUM_THREADS=1 python benchmarks/train_reverse.py --seeds 0 1 2 3 4 --recipes --warmup
     OPENBLAS_NUM_THREADS=1 python benchmarks/train_reverse.py --seeds 0 1 2 3 4 --save  # data/
 
-For each seed it trains `helpers.training.train_reverse(seed)`, notebook 07's recipe (the paper's
+For each seed it trains `helpers.reversal.train_reverse(seed)`, notebook 07's recipe (the paper's
 warm-up, then a linear decay to 0 at step 600, gradients clipped to norm 2, no early stop), and
 prints the steps and wall-clock seconds, the time per training step (median; evaluations are the
 slow outliers), the training throughput in real (non-padding) target tokens per second, the
@@ -38,15 +38,14 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from helpers.data import REVERSE_MODEL, REVERSE_RUNS, save_reverse_model, save_runs  # noqa: E402
-from helpers.training import (  # noqa: E402
+from helpers.reversal import (  # noqa: E402
     PAD,
-    REVERSE_CONFIG,
     exact_match,
-    first_below,
     make_targets,
     sample_sequences,
     train_reverse,
 )
+from helpers.training import first_below  # noqa: E402
 
 NOTEBOOK_SEED = 0
 WARMUP_BUDGET = 250
@@ -174,10 +173,10 @@ def main() -> None:
         runs_digest = save_runs(record)
         training = {"seed": NOTEBOOK_SEED, "steps": seed0["steps"],
                     "validation_exact_match": seed0["val"], "test_exact_match": seed0["test"],
-                    "recipe": "helpers.training.train_reverse(0)",
+                    "recipe": "helpers.reversal.train_reverse(0)",
                     "regenerate": "python benchmarks/train_reverse.py --seeds 0 1 2 3 4 --save",
                     "runs": REVERSE_RUNS.name, "runs_sha256": runs_digest}
-        digest = save_reverse_model(model, REVERSE_CONFIG, training)
+        digest = save_reverse_model(model, training)
         print(f"\nsaved {REVERSE_MODEL.name} ({REVERSE_MODEL.stat().st_size:,} bytes), "
               f"SHA-256 {digest}")
         print(f"saved {REVERSE_RUNS.name} ({REVERSE_RUNS.stat().st_size:,} bytes), "

@@ -18,16 +18,15 @@ import time
 import numpy as np
 
 from helpers import widgets as tw
+from helpers.data import load_reverse_model
+from helpers.reversal import REVERSE_CONFIG
+from helpers.transformer import Transformer
 
 
 def comparison():
     """Notebook 07's explorer: an untrained model next to the committed trained one."""
-    from helpers.data import load_reverse_model
-    from helpers.training import REVERSE_CONFIG
-    from helpers.transformer import Transformer
-
     trained, _ = load_reverse_model()
-    random_model = Transformer(rng=np.random.default_rng(0), **REVERSE_CONFIG)
+    random_model = Transformer.from_config(REVERSE_CONFIG, np.random.default_rng(0))
     return tw.attention_comparison(random_model, trained, ["3 1 4 1 5 9 2 6", "2 7 1 8"])
 
 

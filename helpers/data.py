@@ -14,11 +14,12 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 
-from helpers.transformer import Transformer
+from helpers.transformer import Transformer, TransformerConfig
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 REVERSE_MODEL = DATA / "reverse_model.npz"
@@ -46,9 +47,9 @@ def load_reverse_model(path: Path = REVERSE_MODEL, manifest: Path = REVERSE_MANI
                          "--save)")
     with np.load(io.BytesIO(raw), allow_pickle=False) as archive:
         arrays = {name: archive[name] for name in archive.files}
-    config = dict(info["config"])
-    dtype = np.dtype(config.pop("dtype"))
-    model = Transformer(rng=np.random.default_rng(0), dtype=dtype, **config)
+    config = TransformerConfig(**info["config"])
+    dtype = np.dtype(config.dtype)
+    model = Transformer.from_config(config, np.random.default_rng(0))
     expected = {name: p.shape for name, p in model.parameters().items()}
     found = {name: a.shape for name, a in arrays.items()}
     if found != expected or any(a.dtype != dtype for a in arrays.values()):
@@ -59,9 +60,13 @@ def load_reverse_model(path: Path = REVERSE_MODEL, manifest: Path = REVERSE_MANI
     return model, info
 
 
-def save_reverse_model(model, config: dict, training: dict, path: Path = REVERSE_MODEL,
+def save_reverse_model(model, training: dict, path: Path = REVERSE_MODEL,
                        manifest: Path = REVERSE_MANIFEST) -> str:
-    """Write the parameters (.npz, no pickle) and the manifest; return the SHA-256."""
+    """Write the parameters (.npz, no pickle) and the manifest (with model.config, the sizes
+    the model was built with, minus the defaults); return the SHA-256."""
+    defaults = TransformerConfig(model.config.src_vocab, model.config.tgt_vocab)
+    config = {name: value for name, value in asdict(model.config).items()
+              if name in ("src_vocab", "tgt_vocab") or value != getattr(defaults, name)}
     np.savez(path, **model.parameters())
     digest = sha256(path)
     info = {

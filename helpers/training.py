@@ -1,20 +1,27 @@
-"""Training the Transformer in NumPy: backward passes, loss, optimiser, schedule, a toy task.
+"""Training the Transformer in NumPy: backward passes, loss, optimiser, schedule, training loop.
 
 Every definition below is written in notebook 07 first, in a cell that starts with
 ``# saved in helpers/training.py``; ``tests/test_sync.py`` proves the two copies are identical.
 
-Backward API: each ``<thing>_backward`` takes the module whose ``forward`` ran last (its
-``cache`` holds what backward needs) and the gradient of the loss with respect to that forward's
-output; it returns the gradient with respect to the inputs and a dict of parameter gradients
-keyed exactly like the module's ``parameters()``.
+The module protocol (README, "Conventions"): forward keeps in ``module.cache`` a named tuple of
+what backward needs; ``module.backward(d_out)`` returns (the gradients of forward's inputs,
+{parameter name: gradient} keyed exactly like ``module.parameters()``). Importing this module
+attaches a ``backward`` to every module of helpers/transformer.py (add_to_class); a backward with
+no forward before it raises a ValueError.
 """
 
 import numpy as np
 
+from helpers.module import add_to_class, collect_grads
 from helpers.transformer import (
+    DecoderBlock,
+    Dropout,
+    EncoderBlock,
+    FeedForward,
+    LayerNorm,
+    MultiHeadAttention,
+    Stack,
     Transformer,
-    check_positive_int,
-    greedy_decode,
     merge_heads,
     set_training,
     split_heads,
@@ -67,13 +74,12 @@ def softmax_backward(p, d_p):
     return p * (d_p - np.sum(d_p * p, axis=-1, keepdims=True))
 
 
-def attention_backward(cache, d_out):
+def attention_backward(Q, K, V, weights, d_out):
     """Gradients of softmax(Q K^T / sqrt(d_k)) V with respect to Q, K and V.
 
-    cache = (Q, K, V, weights) from the forward pass (Q, K, V with the same leading axes);
-    d_out (..., T_q, d_v). Returns (d_Q, d_K, d_V).
+    Q, K, V and the weights from the forward pass (with the same leading axes); d_out
+    (..., T_q, d_v). Returns (d_Q, d_K, d_V).
     """
-    Q, K, V, weights = cache
     scale = np.sqrt(Q.shape[-1], dtype=Q.dtype)
     d_weights = d_out @ V.swapaxes(-1, -2)  # (..., T_q, T_k)
     d_V = weights.swapaxes(-1, -2) @ d_out  # (..., T_k, d_v)
@@ -90,142 +96,150 @@ def linear_backward(x, W, d_y):
     return d_y @ W.T, d_W, d_b
 
 
-def mha_backward(layer, d_out):
-    """Backward of MultiHeadAttention.forward: returns (d_query, d_key, d_value, grads).
+@add_to_class(MultiHeadAttention, "backward")
+def mha_backward(self, d_out):
+    """Backward of MultiHeadAttention.forward: ((d_query, d_key, d_value), grads).
 
     For self-attention (query, key and value are one array) the caller adds the three.
     """
-    query, key, value, Q, K, V, heads = layer.cache
+    c = self.saved()  # the AttentionCache of the last forward
     grads = {}
-    d_heads, grads["W_o"], grads["b_o"] = linear_backward(heads, layer.W_o, d_out)
-    d_heads = split_heads(d_heads, layer.n_heads)  # (..., h, T_q, d_k)
-    d_Q, d_K, d_V = attention_backward((Q, K, V, layer.weights), d_heads)
-    d_query, grads["W_q"], grads["b_q"] = linear_backward(query, layer.W_q, merge_heads(d_Q))
-    d_key, grads["W_k"], grads["b_k"] = linear_backward(key, layer.W_k, merge_heads(d_K))
-    d_value, grads["W_v"], grads["b_v"] = linear_backward(value, layer.W_v, merge_heads(d_V))
-    return d_query, d_key, d_value, {name: grads[name] for name in layer.parameters()}
+    d_heads, grads["W_o"], grads["b_o"] = linear_backward(c.heads, self.W_o, d_out)
+    d_heads = split_heads(d_heads, self.n_heads)  # (..., h, T_q, d_k)
+    d_Q, d_K, d_V = attention_backward(c.Q, c.K, c.V, c.weights, d_heads)
+    d_query, grads["W_q"], grads["b_q"] = linear_backward(c.query, self.W_q, merge_heads(d_Q))
+    d_key, grads["W_k"], grads["b_k"] = linear_backward(c.key, self.W_k, merge_heads(d_K))
+    d_value, grads["W_v"], grads["b_v"] = linear_backward(c.value, self.W_v, merge_heads(d_V))
+    return (d_query, d_key, d_value), collect_grads(self, grads)
 
 
-def layer_norm_backward(norm, d_out):
+@add_to_class(LayerNorm, "backward")
+def layer_norm_backward(self, d_out):
     """Backward of LayerNorm.forward: returns (d_x, {"gamma": ..., "beta": ...}).
 
     With x_hat = (x - mean) / std: d_x = (g - mean(g) - x_hat * mean(g * x_hat)) / std, where
     g = d_out * gamma; the two means remove what the normalisation itself takes away.
     """
-    x_hat, std = norm.cache
-    rows = d_out.reshape(-1, norm.d_model)
+    x_hat, std = self.saved()
+    rows = d_out.reshape(-1, self.d_model)
     grads = {"gamma": (rows * x_hat.reshape(rows.shape)).sum(axis=0), "beta": rows.sum(axis=0)}
-    g = d_out * norm.gamma  # (..., d_model)
+    g = d_out * self.gamma  # (..., d_model)
     mean_g = g.mean(axis=-1, keepdims=True)
     mean_gx = (g * x_hat).mean(axis=-1, keepdims=True)
     return (g - mean_g - x_hat * mean_gx) / std, grads
 
 
-def ffn_backward(ffn, d_out):
+@add_to_class(FeedForward, "backward")
+def ffn_backward(self, d_out):
     """Backward of FeedForward.forward: returns (d_x, grads). ReLU passes gradient where > 0."""
-    x, hidden = ffn.cache
+    x, hidden = self.saved()
     grads = {}
-    d_hidden, grads["W_2"], grads["b_2"] = linear_backward(hidden, ffn.W_2, d_out)
+    d_hidden, grads["W_2"], grads["b_2"] = linear_backward(hidden, self.W_2, d_out)
     d_hidden = d_hidden * (hidden > 0)  # (..., T, d_ff)
-    d_x, grads["W_1"], grads["b_1"] = linear_backward(x, ffn.W_1, d_hidden)
-    return d_x, {name: grads[name] for name in ffn.parameters()}
+    d_x, grads["W_1"], grads["b_1"] = linear_backward(x, self.W_1, d_hidden)
+    return d_x, collect_grads(self, grads)
 
 
-def dropout_backward(layer, d_out):
-    """Backward of Dropout.forward: the same kept entries, the same 1 / (1 - p) scale; the
-    identity when that forward dropped nothing (evaluation mode, or p = 0)."""
-    if layer.cache is None:
-        return d_out
-    return d_out * layer.cache / (1.0 - layer.p)
+@add_to_class(Dropout, "backward")
+def dropout_backward(self, d_out):
+    """Backward of Dropout.forward: (d_x, {}), the same kept entries and the same 1 / (1 - p)
+    scale; the identity when that forward dropped nothing (evaluation mode, or p = 0)."""
+    keep = self.saved().keep
+    if keep is None:
+        return d_out, {}
+    return d_out * keep / (1.0 - self.p), {}
 
 
-def prefixed(parts):
-    """{"self_attn": {"W_q": g}, ...} -> {"self_attn.W_q": g, ...}: dotted names, in order."""
-    return {f"{prefix}.{name}": g for prefix, grads in parts.items() for name, g in grads.items()}
+def residual_backward(d_out, sublayer_backward, norm, dropout, norm_first):
+    """Backward of residual() (notebook 05), the wiring of every block: returns (d_x, the
+    norm's gradients).
 
-
-def encoder_block_backward(block, d_out):
-    """Backward of EncoderBlock.forward: returns (d_x, grads).
-
-    A residual connection x + Sublayer(x) passes its gradient to x unchanged AND through the
-    sub-layer; the two are added.
+    sublayer_backward(d) takes the gradient of the sub-layer's output and returns the gradients
+    that reach the sub-layer's input h, as a tuple: self-attention reads h three times (as
+    query, key and value) and the three add up. A residual connection x + F(x) passes its
+    gradient to x twice, unchanged and through F; the two add up too.
     """
-    g = {}
-    if block.norm_first:  # x1 = x + D1(MHA(LN1(x)));  out = x1 + D2(FFN(LN2(x1)))
-        d_h, g["ffn"] = ffn_backward(block.ffn, dropout_backward(block.dropout2, d_out))
-        d_n2, g["norm2"] = layer_norm_backward(block.norm2, d_h)
-        d_x1 = d_out + d_n2
-        d_a = dropout_backward(block.dropout1, d_x1)
-        d_q, d_k, d_v, g["self_attn"] = mha_backward(block.self_attn, d_a)
-        d_n1, g["norm1"] = layer_norm_backward(block.norm1, d_q + d_k + d_v)
-        d_x = d_x1 + d_n1
-    else:  # x1 = LN1(x + D1(MHA(x)));  out = LN2(x1 + D2(FFN(x1)))
-        d_s2, g["norm2"] = layer_norm_backward(block.norm2, d_out)
-        d_f, g["ffn"] = ffn_backward(block.ffn, dropout_backward(block.dropout2, d_s2))
-        d_s1, g["norm1"] = layer_norm_backward(block.norm1, d_s2 + d_f)
-        d_a = dropout_backward(block.dropout1, d_s1)
-        d_q, d_k, d_v, g["self_attn"] = mha_backward(block.self_attn, d_a)
-        d_x = d_s1 + d_q + d_k + d_v
-    return d_x, prefixed({part: g[part] for part in ("self_attn", "ffn", "norm1", "norm2")})
+    if norm_first:  # out = x + D(F(h)), h = LN(x)
+        d_h = sum(sublayer_backward(dropout.backward(d_out)[0]))  # all that reaches h
+        d_n, g_norm = norm.backward(d_h)
+        return d_out + d_n, g_norm
+    d_s, g_norm = norm.backward(d_out)  # out = LN(s), s = x + D(F(x))
+    return sum((d_s, *sublayer_backward(dropout.backward(d_s)[0]))), g_norm
 
 
-def encoder_backward(encoder, d_out):
-    """Backward of Encoder.forward (the blocks in reverse order): returns (d_x, grads)."""
-    grads = {}
-    if encoder.norm is not None:
-        d_out, g = layer_norm_backward(encoder.norm, d_out)
-        grads.update(prefixed({"norm": g}))
-    for i in reversed(range(len(encoder.layers))):
-        d_out, g = encoder_block_backward(encoder.layers[i], d_out)
-        grads.update(prefixed({f"layers.{i}": g}))
-    return d_out, {name: grads[name] for name in encoder.parameters()}
+@add_to_class(EncoderBlock, "backward")
+def encoder_block_backward(self, d_out):
+    """Backward of EncoderBlock.forward: (d_x, grads), the two sub-layers in reverse order.
 
-
-def decoder_block_backward(block, d_out):
-    """Backward of DecoderBlock.forward: returns (d_x, d_memory, grads).
-
-    The memory (the encoder's output) receives gradient through cross-attention's keys and values.
+    Each sub-layer is handed to residual_backward as a small function: it runs the sub-layer's
+    backward, records that module's parameter gradients in `grads`, and returns the gradients
+    that reach the sub-layer's input.
     """
-    g = {}
-    if block.norm_first:
-        d_h, g["ffn"] = ffn_backward(block.ffn, dropout_backward(block.dropout3, d_out))
-        d_n3, g["norm3"] = layer_norm_backward(block.norm3, d_h)
-        d_x2 = d_out + d_n3
-        d_a = dropout_backward(block.dropout2, d_x2)
-        d_q, d_k, d_v, g["cross_attn"] = mha_backward(block.cross_attn, d_a)
-        d_memory = d_k + d_v
-        d_n2, g["norm2"] = layer_norm_backward(block.norm2, d_q)
-        d_x1 = d_x2 + d_n2
-        d_a = dropout_backward(block.dropout1, d_x1)
-        d_q, d_k, d_v, g["self_attn"] = mha_backward(block.self_attn, d_a)
-        d_n1, g["norm1"] = layer_norm_backward(block.norm1, d_q + d_k + d_v)
-        d_x = d_x1 + d_n1
-    else:
-        d_s3, g["norm3"] = layer_norm_backward(block.norm3, d_out)
-        d_f, g["ffn"] = ffn_backward(block.ffn, dropout_backward(block.dropout3, d_s3))
-        d_s2, g["norm2"] = layer_norm_backward(block.norm2, d_s3 + d_f)
-        d_a = dropout_backward(block.dropout2, d_s2)
-        d_q, d_k, d_v, g["cross_attn"] = mha_backward(block.cross_attn, d_a)
-        d_memory = d_k + d_v
-        d_s1, g["norm1"] = layer_norm_backward(block.norm1, d_s2 + d_q)
-        d_a = dropout_backward(block.dropout1, d_s1)
-        d_q, d_k, d_v, g["self_attn"] = mha_backward(block.self_attn, d_a)
-        d_x = d_s1 + d_q + d_k + d_v
-    parts = ("self_attn", "cross_attn", "ffn", "norm1", "norm2", "norm3")
-    return d_x, d_memory, prefixed({part: g[part] for part in parts})
+    self.saved()  # a clear error if no forward ran
+    grads, norm_first = {}, self.norm_first
+
+    def back_ffn(d):
+        d_h, grads["ffn"] = self.ffn.backward(d)
+        return (d_h,)
+
+    def back_self_attn(d):
+        d_qkv, grads["self_attn"] = self.self_attn.backward(d)
+        return d_qkv  # query, key and value were all h
+
+    d_x, grads["norm2"] = residual_backward(d_out, back_ffn, self.norm2, self.dropout2, norm_first)
+    d_x, grads["norm1"] = residual_backward(d_x, back_self_attn, self.norm1, self.dropout1,
+                                            norm_first)
+    return d_x, collect_grads(self, grads)
 
 
-def decoder_backward(decoder, d_out):
-    """Backward of Decoder.forward: returns (d_x, d_memory, grads); every layer reads memory."""
-    grads, d_memory = {}, 0.0
-    if decoder.norm is not None:
-        d_out, g = layer_norm_backward(decoder.norm, d_out)
-        grads.update(prefixed({"norm": g}))
-    for i in reversed(range(len(decoder.layers))):
-        d_out, d_mem, g = decoder_block_backward(decoder.layers[i], d_out)
-        d_memory = d_memory + d_mem
-        grads.update(prefixed({f"layers.{i}": g}))
-    return d_out, d_memory, {name: grads[name] for name in decoder.parameters()}
+@add_to_class(DecoderBlock, "backward")
+def decoder_block_backward(self, d_out):
+    """Backward of DecoderBlock.forward: ((d_x, d_memory), grads). The memory (the encoder's
+    output) receives its gradient through cross-attention's keys and values."""
+    self.saved()  # a clear error if no forward ran
+    grads, norm_first, d_memory = {}, self.norm_first, None
+
+    def back_ffn(d):
+        d_h, grads["ffn"] = self.ffn.backward(d)
+        return (d_h,)
+
+    def back_cross_attn(d):
+        nonlocal d_memory  # the variable of backward itself, not a new local one
+        (d_q, d_k, d_v), grads["cross_attn"] = self.cross_attn.backward(d)
+        d_memory = d_k + d_v  # key and value were the memory
+        return (d_q,)  # only the query was h
+
+    def back_self_attn(d):
+        d_qkv, grads["self_attn"] = self.self_attn.backward(d)
+        return d_qkv
+
+    d_x, grads["norm3"] = residual_backward(d_out, back_ffn, self.norm3, self.dropout3, norm_first)
+    d_x, grads["norm2"] = residual_backward(d_x, back_cross_attn, self.norm2, self.dropout2,
+                                            norm_first)
+    d_x, grads["norm1"] = residual_backward(d_x, back_self_attn, self.norm1, self.dropout1,
+                                            norm_first)
+    return (d_x, d_memory), collect_grads(self, grads)
+
+
+@add_to_class(Stack, "backward")
+def stack_backward(self, d_out):
+    """Backward of Stack.forward, the blocks in reverse order. Returns what its blocks' backward
+    returns: (d_x, grads), or ((d_x, d_memory), grads) for decoder blocks, d_memory summed over
+    the blocks (every one of them reads the memory)."""
+    self.saved()  # a clear error if no forward ran
+    grads, d_context = {}, None
+    if self.norm is not None:
+        d_out, grads["norm"] = self.norm.backward(d_out)
+    for i in reversed(range(len(self.layers))):
+        d_in, grads[f"layers.{i}"] = self.layers[i].backward(d_out)
+        if not isinstance(d_in, tuple):  # x is the block's only input
+            d_out = d_in
+            continue
+        d_out, *d_more = d_in  # decoder blocks: (d_x, d_memory)
+        d_context = d_more if d_context is None else [a + b for a, b in zip(d_context, d_more)]
+        # ... and the d_memory of every block adds up
+    d_inputs = d_out if d_context is None else (d_out, *d_context)
+    return d_inputs, collect_grads(self, grads)
 
 
 def log_softmax(logits):
@@ -275,34 +289,33 @@ def embedding_backward(table, tokens, d_x, scale):
     return d_table
 
 
-def transformer_backward(model, d_logits):
-    """Backward of Transformer.forward(src, tgt): the gradient of every parameter.
-
-    d_logits (B, T, tgt_vocab) is the loss gradient of the logits. Returns a dict keyed exactly
-    like model.parameters(). Shared or tied matrices sum the gradients of all their uses.
+@add_to_class(Transformer, "backward")
+def transformer_backward(self, d_logits):
+    """Backward of Transformer.forward(src, tgt): (None, grads), None because token ids have no
+    gradient. d_logits (B, T, tgt_vocab) is the loss gradient of the logits; grads is keyed
+    exactly like parameters(). Shared or tied matrices sum the gradients of all their uses.
     """
-    src, tgt, x = model.cache["src"], model.cache["tgt"], model.cache["x"]
-    scale = np.sqrt(model.d_model, dtype=model.src_embed.dtype)
+    src, tgt, x = self.saved()
+    scale = np.sqrt(self.d_model, dtype=self.src_embed.dtype)
     grads = {}
-    if model.tie_output:  # logits = x @ E^T
+    if self.tie_output:  # logits = x @ E^T
         rows = d_logits.reshape(-1, d_logits.shape[-1])
         d_out_table = rows.T @ x.reshape(-1, x.shape[-1])  # (tgt_vocab, d_model)
-        d_x = d_logits @ model.tgt_embed
+        d_x = d_logits @ self.tgt_embed
     else:
-        d_x, grads["W_out"], grads["b_out"] = linear_backward(x, model.W_out, d_logits)
-    d_y, d_memory, g_dec = decoder_backward(model.decoder, d_x)
-    d_e, g_enc = encoder_backward(model.encoder, d_memory)
-    d_e, d_y = dropout_backward(model.src_dropout, d_e), dropout_backward(model.tgt_dropout, d_y)
-    d_src = embedding_backward(model.src_embed, src, d_e, scale)
-    d_tgt = embedding_backward(model.tgt_embed, tgt, d_y, scale)
-    if model.tie_output:
+        d_x, grads["W_out"], grads["b_out"] = linear_backward(x, self.W_out, d_logits)
+    (d_y, d_memory), grads["decoder"] = self.decoder.backward(d_x)
+    d_e, grads["encoder"] = self.encoder.backward(d_memory)
+    d_e, d_y = self.src_dropout.backward(d_e)[0], self.tgt_dropout.backward(d_y)[0]
+    d_src = embedding_backward(self.src_embed, src, d_e, scale)
+    d_tgt = embedding_backward(self.tgt_embed, tgt, d_y, scale)
+    if self.tie_output:
         d_tgt = d_tgt + d_out_table
-    if model.share_embeddings:
+    if self.share_embeddings:
         grads["src_embed"] = d_src + d_tgt
     else:
         grads["src_embed"], grads["tgt_embed"] = d_src, d_tgt
-    grads.update(prefixed({"encoder": g_enc, "decoder": g_dec}))
-    return {name: grads[name] for name in model.parameters()}
+    return None, collect_grads(self, grads)
 
 
 def lrate(step, d_model, warmup, factor=1.0):
@@ -373,171 +386,45 @@ class Adam:
             p -= lr * (m / c1) / (np.sqrt(v / c2) + self.eps)
 
 
-PAD = 0
-BOS = 1
-EOS = 2
-DIGITS = 10
-MAX_LEN = 10
-VOCAB_SIZE = 3 + DIGITS
+def train(model, batches, loss, schedule, *, steps, rng=None, clip=None, evaluate=None,
+          eval_every=50, stop=None, callback=None):
+    """Train `model` with Adam and the learning rate schedule(step), on any task.
 
-
-def sample_sequences(rng, n, *, max_len=MAX_LEN, exclude=None):
-    """n random digit sequences of lengths 1..max_len, right-padded: (src (n, max_len), lengths).
-
-    Digit d is token d + 3 (0, 1, 2 are PAD, BOS, EOS). A sequence whose bytes are in the set
-    `exclude` (the held-out test sequences) is drawn again.
+    batches(step) -> (inputs, targets): a tuple of forward's arguments and what the loss compares
+    the output with; loss(output, targets) -> (loss, d_output). Each step runs forward in
+    training mode (dropout, if the model has any, draws its masks from `rng`; rng None leaves
+    it off), the loss, backward, clips the gradients' global norm to `clip` (None: no clipping)
+    and takes one Adam step. evaluate(model) -> {name: number} runs every `eval_every` steps in
+    evaluation mode (keep the test set out of it: that is for the end); stop(history) -> True
+    ends the run early. callback(history, model), if given, runs after every step, with the
+    model in evaluation mode, which is how the model is left at the end.
+    Returns history: per step "loss", "grad_norm" (before clipping) and "lr"; "eval_step" and a
+    list for each name that evaluate returns.
     """
-    lengths = rng.integers(1, max_len + 1, size=n)
-    src = rng.integers(3, 3 + DIGITS, size=(n, max_len))
-    src[np.arange(max_len) >= lengths[:, None]] = PAD
-    if exclude:
-        again = np.array([row.tobytes() in exclude for row in src])
-        if again.any():
-            src[again], lengths[again] = sample_sequences(rng, int(again.sum()), max_len=max_len,
-                                                          exclude=exclude)
-    return src, lengths
-
-
-def make_targets(src, lengths, task="reverse"):
-    """Decoder input and target for a batch: (tgt_in, tgt_out), each (n, max_len + 1).
-
-    task "reverse": tgt_out = the source reversed, then EOS, then PAD; "copy": the source itself.
-    tgt_in = BOS followed by tgt_out shifted right (teacher forcing).
-    """
-    n, max_len = src.shape
-    pos = np.arange(max_len)
-    if task == "reverse":
-        idx = np.clip(lengths[:, None] - 1 - pos, 0, None)  # (n, max_len): source index to read
-        body = np.where(pos < lengths[:, None], np.take_along_axis(src, idx, axis=1), PAD)
-    elif task == "copy":
-        body = src
-    else:
-        raise ValueError(f"task must be 'reverse' or 'copy', got {task!r}")
-    tgt_out = np.concatenate([body, np.full((n, 1), PAD)], axis=1)  # (n, max_len + 1)
-    tgt_out[np.arange(n), lengths] = EOS
-    tgt_in = np.concatenate([np.full((n, 1), BOS), tgt_out[:, :-1]], axis=1)
-    tgt_in[tgt_in == EOS] = PAD  # EOS is only ever predicted, never read
-    return tgt_in, tgt_out
-
-
-def reverse_task(n_val=1000, n_test=1000, seed=2017):
-    """Two held-out sets: "val" (n_val sequences, to watch training and choose the recipe) and
-    "test" (n_test sequences, evaluated once at the end), each a dict of src, lengths, tgt_out;
-    and "exclude", the bytes of every sequence of length >= 4 in either set, which training never
-    draws. No test sequence of length >= 4 is in the validation set. Lengths 1-3 have only 10, 100
-    and 1,000 possible sequences: those are in both sets and in training."""
-    rng = np.random.default_rng(seed)
-    sets = {}
-    for name, n in (("val", n_val), ("test", n_test)):
-        seen = {row.tobytes() for s in sets.values() for row, k in zip(s["src"], s["lengths"])
-                if k >= 4}
-        src, lengths = sample_sequences(rng, n, exclude=seen)
-        sets[name] = {"src": src, "lengths": lengths, "tgt_out": make_targets(src, lengths)[1]}
-    exclude = {row.tobytes() for s in sets.values() for row, k in zip(s["src"], s["lengths"])
-               if k >= 4}
-    return {**sets, "exclude": exclude}
-
-
-def exact_match(model, src, tgt_out):
-    """Greedy decoding (notebook 06) of every source; True where the output, EOS included,
-    equals tgt_out exactly. Returns a boolean array (n,)."""
-    tokens, _ = greedy_decode(model, src, BOS, EOS, tgt_out.shape[1])
-    out = np.full(tgt_out.shape, PAD)
-    out[:, :tokens.shape[1] - 1] = tokens[:, 1:]  # drop BOS; PAD after the last step
-    return np.all(out == tgt_out, axis=1)
-
-
-def train(model, rng, schedule, *, steps, batch_size=128, label_smoothing=0.1, clip=None,
-          task="reverse", validation=None, eval_every=50, patience=None, exclude=None,
-          callback=None):
-    """Train `model` on fresh random batches with Adam and the learning rate schedule(step).
-
-    Each step draws a batch from `rng`, runs forward in training mode (dropout, if the model has
-    any, draws its masks from `rng` too), the label-smoothed loss, backward, clips the gradients'
-    global norm to `clip` (None: no clipping) and takes one Adam step. validation =
-    (src, tgt_out) is evaluated every `eval_every` steps (exact match, in evaluation mode); the
-    run stops early once `patience` evaluations in a row are 100% (None: it never stops early).
-    Keep the test set out of this: it is for the end. callback(history, model), if given, runs
-    after every step with the model in evaluation mode, which is how the model is left at the end.
-    Returns history: per step "loss", "grad_norm" (before clipping) and "lr"; "eval_step",
-    "accuracy" (validation exact match).
-    """
-    if patience is not None:
-        patience = check_positive_int(patience, "patience")
     optimizer = Adam(model.parameters())
-    history = {"loss": [], "grad_norm": [], "lr": [], "eval_step": [], "accuracy": []}
+    history = {"loss": [], "grad_norm": [], "lr": [], "eval_step": []}
     for step in range(1, steps + 1):
-        src, lengths = sample_sequences(rng, batch_size, exclude=exclude)
-        tgt_in, tgt_out = make_targets(src, lengths, task)
+        inputs, targets = batches(step)
         set_training(model, rng)
-        logits = model.forward(src, tgt_in)  # (B, T, vocabulary)
+        output = model.forward(*inputs)
         set_training(model, None)
-        loss, d_logits = cross_entropy(logits, tgt_out, label_smoothing=label_smoothing,
-                                       ignore_id=PAD)
-        grads, norm = clip_by_global_norm(transformer_backward(model, d_logits), clip)
+        value, d_output = loss(output, targets)
+        _, grads = model.backward(d_output)
+        grads, norm = clip_by_global_norm(grads, clip)
         lr = float(schedule(step))
         optimizer.step(grads, lr)
-        history["loss"].append(loss)
+        history["loss"].append(value)
         history["grad_norm"].append(norm)
         history["lr"].append(lr)
-        if validation is not None and step % eval_every == 0:
+        if evaluate is not None and step % eval_every == 0:
             history["eval_step"].append(step)
-            history["accuracy"].append(float(exact_match(model, *validation).mean()))
+            for name, number in evaluate(model).items():
+                history.setdefault(name, []).append(number)
         if callback is not None:
             callback(history, model)
-        if patience and history["accuracy"][-patience:] == [1.0] * patience:
+        if stop is not None and stop(history):
             break
     return history
-
-
-REVERSE_CONFIG = {"src_vocab": VOCAB_SIZE, "tgt_vocab": VOCAB_SIZE, "d_model": 32, "n_heads": 2,
-                  "d_ff": 128, "n_layers": 2, "max_len": MAX_LEN + 1, "dtype": "float32"}
-
-
-def train_reverse(seed, *, norm_first=False, warmup=100, factor=0.5, ramp=True, steps=600,
-                  budget=None, schedule="linear", clip=2.0, dropout=0.0, eval_every=50,
-                  patience=None, callback=None):
-    """This notebook's recipe: a 2 + 2 layer model (REVERSE_CONFIG), batches of 128, Adam, label
-    smoothing 0.1, the paper's warm-up (`warmup` steps up to the peak factor / sqrt(32 * warmup)),
-    then schedule "linear" (down to 0 at step `steps`, lrate_linear_decay) or "paper"
-    (1 / sqrt(step), lrate); gradients clipped to a global norm of `clip` (None: never), dropout
-    `dropout`. It runs all `steps` (or the first `budget` steps of that schedule) and keeps the
-    last model; validation exact match is measured every `eval_every` steps (None: never), and
-    with `patience` the run stops early after that many evaluations in a row at 100%.
-    ramp=False holds the peak rate from step 1 (no warm-up), then the same decay. The test set is
-    not touched. Returns (model, history, task). The same seed gives the same model, bit for
-    bit, with the same NumPy and BLAS build (another CPU or BLAS build rounds differently, and
-    training amplifies the difference)."""
-    if schedule not in ("linear", "paper"):
-        raise ValueError(f"schedule must be 'linear' or 'paper', got {schedule!r}")
-    config = dict(REVERSE_CONFIG)
-    dtype = np.dtype(config.pop("dtype"))
-    model = Transformer(rng=np.random.default_rng(seed), norm_first=norm_first, dropout=dropout,
-                        dtype=dtype, **config)
-    task = reverse_task()
-    d_model = config["d_model"]
-
-    def rate(step):
-        step = step if ramp else max(step, warmup)
-        if schedule == "paper":
-            return lrate(step, d_model, warmup, factor)
-        return lrate_linear_decay(step, d_model, warmup, steps, factor)
-    val = (task["val"]["src"], task["val"]["tgt_out"]) if eval_every else None
-    history = train(model, np.random.default_rng(seed + 1), rate, steps=budget or steps,
-                    clip=clip, validation=val, eval_every=eval_every or 1, patience=patience,
-                    exclude=task["exclude"], callback=callback)
-    return model, history, task
-
-
-def anti_diagonal_mass(weights, length):
-    """The share of attention on the anti-diagonal: target position i reading source L-1-i.
-
-    weights (..., T_q, S) cross-attention of one sequence of length L = `length`; the mean of
-    weights[..., i, L-1-i] over i = 0 .. L-1 (the query that predicts EOS is left out). Perfect
-    reversal gives 1; uniform attention over the L real tokens gives 1/L.
-    """
-    i = np.arange(length)
-    return weights[..., i, length - 1 - i].mean(axis=-1)
 
 
 def first_below(losses, level, window=10):

@@ -8,7 +8,20 @@ Conventions (see the README): weights act on the right (``x @ W``); masks are bo
 ``True`` = blocked; float32 in gives float32 out.
 """
 
+from dataclasses import asdict, dataclass
+from typing import NamedTuple
+
 import numpy as np
+
+from helpers.module import Module, clear_caches, set_parameters
+from helpers.validation import (
+    as_real_array,
+    check_attention_inputs,
+    check_float_dtype,
+    check_positive_int,
+    check_token_id,
+    check_token_ids,
+)
 
 # ── 01 · Scaled dot-product attention ─────────────────────────────────────────────────────────
 
@@ -26,52 +39,6 @@ def softmax(x, axis=-1):
     e = np.exp(x - x_max)
     total = np.sum(e, axis=axis, keepdims=True)
     return e / np.where(total > 0, total, 1)
-
-
-def as_real_array(x, name):
-    """np.asarray(x), or a ValueError naming `name` unless it holds real numbers (int or float)."""
-    x = np.asarray(x)
-    if not (np.issubdtype(x.dtype, np.integer) or np.issubdtype(x.dtype, np.floating)):
-        raise ValueError(f"{name} must hold real numbers (int or float), got dtype {x.dtype}")
-    return x
-
-
-def check_attention_inputs(Q, K, V, mask=None):
-    """Raise a ValueError that names the argument and the shapes if Q, K, V, mask do not fit."""
-    for name, a in (("Q", Q), ("K", K), ("V", V)):
-        if a.ndim < 2:
-            raise ValueError(f"{name} must have shape (..., T, d) with rank >= 2, got {a.shape}")
-    if Q.shape[-1] == 0 or K.shape[-2] == 0:
-        raise ValueError(f"attention needs d_k >= 1 and at least one key: Q {Q.shape}, K {K.shape}")
-    if Q.shape[-1] != K.shape[-1]:
-        raise ValueError(
-            f"Q and K must share d_k (last axis): Q {Q.shape} has d_k={Q.shape[-1]}, "
-            f"K {K.shape} has d_k={K.shape[-1]}"
-        )
-    if K.shape[-2] != V.shape[-2]:
-        raise ValueError(
-            f"K and V must have the same number of keys T_k (axis -2): K {K.shape}, V {V.shape}"
-        )
-    try:
-        batch = np.broadcast_shapes(Q.shape[:-2], K.shape[:-2], V.shape[:-2])
-    except ValueError:
-        raise ValueError(
-            f"leading (batch) axes of Q {Q.shape}, K {K.shape}, V {V.shape} do not broadcast"
-        ) from None
-    scores_shape = (*batch, Q.shape[-2], K.shape[-2])
-    if mask is not None:
-        if mask.dtype != bool:
-            raise ValueError(
-                f"mask must be boolean with True = blocked, got dtype {mask.dtype}; "
-                "convert keep-masks or additive masks first"
-            )
-        try:
-            np.broadcast_to(mask, scores_shape)
-        except ValueError:
-            raise ValueError(
-                f"mask of shape {mask.shape} cannot broadcast to the scores' shape "
-                f"{scores_shape} = (..., T_q, T_k)"
-            ) from None
 
 
 def scaled_dot_product_attention(Q, K, V, mask=None):
@@ -102,26 +69,6 @@ def scaled_dot_product_attention(Q, K, V, mask=None):
 # ── 02 · Multi-head attention ─────────────────────────────────────────────────────────────────
 
 
-def check_positive_int(value, name, about=""):
-    """`value` as an int if it is a positive int (True is not); else a ValueError naming `name`."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        about = f" ({about})" if about else ""
-        raise ValueError(f"{name}{about} must be a positive int, got {name}={value!r}")
-    return int(value)
-
-
-def check_float_dtype(dtype):
-    """np.dtype(dtype) if it is a float type (float32, float64, ...); else a ValueError."""
-    try:
-        dtype = np.dtype(dtype)
-    except TypeError:
-        raise ValueError(f"dtype must be a float type such as float32 or float64, got {dtype!r}") \
-            from None
-    if not np.issubdtype(dtype, np.floating):
-        raise ValueError(f"dtype must be a float type such as float32 or float64, got {dtype}")
-    return dtype
-
-
 def split_heads(x, n_heads):
     """(..., T, d_model) -> (..., h, T, d_k): cut the features into h slices of width d_k."""
     n_heads = check_positive_int(n_heads, "n_heads")
@@ -142,13 +89,28 @@ def merge_heads(x):
     return x.reshape(*lead, T, h * d_k)  # (..., T, d_model)
 
 
-class MultiHeadAttention:
+class AttentionCache(NamedTuple):
+    """What MultiHeadAttention.forward keeps for its backward pass (notebook 07)."""
+
+    query: np.ndarray  # (..., T_q, d_model), the inputs
+    key: np.ndarray  # (..., T_k, d_model)
+    value: np.ndarray  # (..., T_k, d_model)
+    Q: np.ndarray  # (..., h, T_q, d_k), the projections split into heads
+    K: np.ndarray  # (..., h, T_k, d_k)
+    V: np.ndarray  # (..., h, T_k, d_k)
+    weights: np.ndarray  # (..., h, T_q, T_k)
+    heads: np.ndarray  # (..., T_q, d_model), the heads merged, before W_o
+
+
+class MultiHeadAttention(Module):
     """Multi-head attention (paper §3.2.2), all heads at once, no loop over heads.
 
     MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W_o + b_o, with
     head_i = Attention(query W_q[:, i] + b_q[i], key W_k[:, i] + b_k[i], value W_v[:, i] + b_v[i])
     where [:, i] is the i-th block of d_k = d_model / h columns. Weights act on the right (x @ W).
     """
+
+    param_names = ("W_q", "b_q", "W_k", "b_k", "W_v", "b_v", "W_o", "b_o")
 
     def __init__(self, d_model, n_heads, rng, *, dtype=np.float64):
         d_model = check_positive_int(d_model, "d_model")
@@ -158,34 +120,18 @@ class MultiHeadAttention:
         dtype = check_float_dtype(dtype)
         self.d_model, self.n_heads, self.d_k = d_model, n_heads, d_model // n_heads
         std = 1.0 / np.sqrt(d_model)  # keeps x @ W at the scale of x for unit-variance x
-        for name in ("W_q", "W_k", "W_v", "W_o"):
-            setattr(self, name, rng.normal(0.0, std, (d_model, d_model)).astype(dtype))
-        for name in ("b_q", "b_k", "b_v", "b_o"):
-            setattr(self, name, np.zeros(d_model, dtype=dtype))
+        for x in ("q", "k", "v", "o"):  # W_q, b_q, W_k, b_k, ...: the order of parameters()
+            setattr(self, f"W_{x}", rng.normal(0.0, std, (d_model, d_model)).astype(dtype))
+            setattr(self, f"b_{x}", np.zeros(d_model, dtype=dtype))
         self.weights = None  # the last attention weights, (..., h, T_q, T_k)
-        self.cache = None  # kept for backward (notebook 07): forward's inputs and Q, K, V, heads
 
-    def parameters(self):
-        """The learnable arrays by paper name (the arrays themselves, not copies)."""
-        names = ("W_q", "b_q", "W_k", "b_k", "W_v", "b_v", "W_o", "b_o")
-        return {name: getattr(self, name) for name in names}
-
-    def load_parameters(self, params):
-        """Set every parameter from a dict like parameters() returns (shapes must match)."""
-        own = self.parameters()
-        if set(params) != set(own):
-            raise ValueError(f"expected parameters {sorted(own)}, got {sorted(params)}")
-        for name, value in params.items():
-            value = np.asarray(value)
-            if value.shape != own[name].shape:
-                raise ValueError(f"{name}: expected shape {own[name].shape}, got {value.shape}")
-            setattr(self, name, value.astype(own[name].dtype, copy=True))
-
-    def forward(self, query, key, value, mask=None):
+    def forward(self, query, key, value, mask=None, kv_cache=None):
         """query (..., T_q, d_model), key and value (..., T_k, d_model) -> (..., T_q, d_model).
 
         mask: boolean, True = blocked, broadcastable to (..., h, T_q, T_k); a mask with the
         inputs' rank, such as (B, T_q, T_k) for (B, T, d_model) inputs, gets a head axis.
+        kv_cache: None here; notebook 06's cached decoding passes a KVCache, which adds the keys
+        and values of earlier calls (or, for cross-attention, computes the memory's only once).
         """
         query, key = as_real_array(query, "query"), as_real_array(key, "key")
         value = as_real_array(value, "value")
@@ -204,13 +150,17 @@ class MultiHeadAttention:
                 mask = np.expand_dims(mask, -3)  # (B, T_q, T_k) -> (B, 1, T_q, T_k)
         h = self.n_heads
         Q = split_heads(query @ self.W_q + self.b_q, h)  # (..., h, T_q, d_k)
-        K = split_heads(key @ self.W_k + self.b_k, h)  # (..., h, T_k, d_k)
-        V = split_heads(value @ self.W_v + self.b_v, h)  # (..., h, T_k, d_k)
+        if kv_cache is not None and kv_cache.ready:
+            K, V = kv_cache.K, kv_cache.V  # the memory's keys and values, computed before
+        else:
+            K = split_heads(key @ self.W_k + self.b_k, h)  # (..., h, T_k, d_k)
+            V = split_heads(value @ self.W_v + self.b_v, h)  # (..., h, T_k, d_k)
+            if kv_cache is not None:
+                K, V = kv_cache.add(K, V)  # (..., h, t, d_k): every position so far
         heads, self.weights = scaled_dot_product_attention(Q, K, V, mask)  # (..., h, T_q, d_k)
         heads = merge_heads(heads)  # (..., T_q, d_model)
-        self.cache = (query, key, value, Q, K, V, heads)  # kept for backward (notebook 07)
+        self.cache = AttentionCache(query, key, value, Q, K, V, self.weights, heads)
         return heads @ self.W_o + self.b_o  # (..., T_q, d_model)
-
 
 
 # ── 03 · Positional encoding ──────────────────────────────────────────────────────────────────
@@ -306,111 +256,25 @@ def padding_mask_from_tokens(tokens, pad_id):
     return (tokens == pad_id)[:, None, None, :]  # (B, 1, 1, T)
 
 
-def mask_from_keep(keep):
-    """Our mask (True = blocked) from a keep-mask (True or 1 = may attend), of the same shape."""
-    keep = np.asarray(keep)
-    if keep.dtype != bool:
-        numeric = np.issubdtype(keep.dtype, np.integer) or np.issubdtype(keep.dtype, np.floating)
-        if not numeric or not np.all((keep == 0) | (keep == 1)):
-            raise ValueError(f"keep must hold True/False or 1/0 only, got dtype {keep.dtype} "
-                             f"and shape {keep.shape}")
-    return keep == 0  # (same shape), True where the keep-mask says "do not attend"
-
-
-def mask_to_keep(mask):
-    """The keep-mask (True = may attend) of our boolean mask (True = blocked)."""
-    mask = np.asarray(mask)
-    if mask.dtype != bool:
-        raise ValueError(f"mask must be boolean (True = blocked), got dtype {mask.dtype}")
-    return ~mask
-
-
-def mask_to_additive(mask, dtype, fill=-np.inf):
-    """An additive mask of `dtype`: 0 where attending is allowed, `fill` where blocked.
-
-    Add it to the scores before the softmax. The fill is converted to `dtype` first, so a float32
-    mask stays float32 (a float64 constant would promote the scores to float64). A finite fill
-    that overflows `dtype` (-1e9 in float16) is refused rather than silently becoming -inf.
-    """
-    mask = np.asarray(mask)
-    if mask.dtype != bool:
-        raise ValueError(f"mask must be boolean (True = blocked), got dtype {mask.dtype}")
-    dtype = check_float_dtype(dtype)
-    with np.errstate(over="ignore"):
-        value = dtype.type(fill)  # the fill in the target dtype
-    if not value < 0 or (np.isinf(value) and np.isfinite(fill)):
-        raise ValueError(f"fill must be negative (or -inf) and fit in {dtype}: fill={fill!r} "
-                         f"becomes {value}")
-    return np.where(mask, value, dtype.type(0))  # (mask's shape), dtype `dtype`
-
-
-def mask_from_additive(additive):
-    """Our boolean mask from an additive one: 0 = attend; -inf or any value <= -1e4 = blocked.
-
-    -1e4 is the blocked value of smallest magnitude in common use (-1e4, -1e6, -1e9 and -inf
-    are all accepted).
-    Any other value is a bias, not a mask, and is refused.
-    """
-    additive = np.asarray(additive)
-    if not np.issubdtype(additive.dtype, np.floating):
-        raise ValueError(f"additive must be a float array, got dtype {additive.dtype}")
-    blocked = additive <= -1e4
-    if not np.all(blocked | (additive == 0)):
-        bad = np.unique(additive[~blocked & (additive != 0)])[:3]
-        raise ValueError(f"additive of shape {additive.shape} must hold only 0 (attend) and "
-                         f"values <= -1e4 or -inf (blocked), got values such as {bad}")
-    return blocked
-
-
-def lengths_from_padding_mask(mask):
-    """The lengths (B,) of a right-padding mask of shape (B, 1, 1, T) or (B, T)."""
-    mask = np.asarray(mask)
-    if mask.dtype != bool:
-        raise ValueError(f"mask must be boolean (True = blocked), got dtype {mask.dtype}")
-    if mask.ndim == 4 and mask.shape[1:3] == (1, 1):
-        mask = mask[:, 0, 0, :]  # (B, 1, 1, T) -> (B, T)
-    if mask.ndim != 2:
-        raise ValueError(f"mask must have shape (B, 1, 1, T) or (B, T), got {mask.shape}")
-    lengths = np.sum(~mask, axis=-1)  # (B,): the unblocked positions of each sequence
-    right_padded = mask == (np.arange(mask.shape[-1]) >= lengths[:, None])  # (B, T)
-    if not np.all(right_padded):
-        rows = np.flatnonzero(~right_padded.all(axis=-1)).tolist()
-        raise ValueError(f"mask of shape {mask.shape}: rows {rows} are not 'real tokens, then "
-                         "padding', so no lengths describe them")
-    return lengths
-
-
 # ── 05 · The Post-LN block ────────────────────────────────────────────────────────────────────
 
 
-def set_parameters(module, params):
-    """Load `params`, a dict shaped like ``module.parameters()``, into `module` (copies).
+class NormCache(NamedTuple):
+    """What LayerNorm.forward keeps for backward: the standardised input and the divisor."""
 
-    Names and shapes are all checked first, so a bad dict changes nothing. A dotted name such as
-    "ffn.W_1" or "layers.0.norm1.gamma" walks through attributes (and list indices) to its array.
-    """
-    own = module.parameters()
-    if set(params) != set(own):
-        missing, unexpected = sorted(set(own) - set(params)), sorted(set(params) - set(own))
-        raise ValueError(f"parameter names differ: missing {missing}, unexpected {unexpected}")
-    for name, value in params.items():
-        if np.shape(value) != own[name].shape:
-            raise ValueError(f"{name}: expected shape {own[name].shape}, got {np.shape(value)}")
-    for name, value in params.items():
-        *path, leaf = name.split(".")
-        owner = module
-        for part in path:
-            owner = owner[int(part)] if part.isdigit() else getattr(owner, part)
-        setattr(owner, leaf, np.array(value, dtype=own[name].dtype))  # a copy, in our dtype
+    x_hat: np.ndarray  # (..., d_model)
+    std: np.ndarray  # (..., 1)
 
 
-class LayerNorm:
+class LayerNorm(Module):
     """Layer normalisation over the last axis: each position is normalised on its own.
 
     LN(x) = (x - mean) / sqrt(var + eps) * gamma + beta, with the mean and the population variance
     (divide by d_model, not d_model - 1) of the d_model features of one position. gamma starts at
     ones and beta at zeros, so a fresh LayerNorm only standardises.
     """
+
+    param_names = ("gamma", "beta")
 
     def __init__(self, d_model, eps=1e-5, *, dtype=np.float64):
         self.d_model, dtype = check_positive_int(d_model, "d_model"), check_float_dtype(dtype)
@@ -419,13 +283,6 @@ class LayerNorm:
         self.eps = eps
         self.gamma = np.ones(d_model, dtype=dtype)  # (d_model,) scale, learned
         self.beta = np.zeros(d_model, dtype=dtype)  # (d_model,) shift, learned
-        self.cache = None  # kept for backward (notebook 07)
-
-    def parameters(self):
-        return {"gamma": self.gamma, "beta": self.beta}
-
-    def load_parameters(self, params):
-        set_parameters(self, params)
 
     def forward(self, x):
         """x (..., d_model) -> (..., d_model), every position standardised separately."""
@@ -436,16 +293,25 @@ class LayerNorm:
         var = x.var(axis=-1, ddof=0, keepdims=True)  # (..., 1): population variance
         std = np.sqrt(var + self.eps)  # (..., 1)
         x_hat = (x - mean) / std  # (..., d_model): mean 0, variance just below 1
-        self.cache = (x_hat, std)  # kept for backward (notebook 07)
+        self.cache = NormCache(x_hat, std)  # kept for backward (notebook 07)
         return x_hat * self.gamma + self.beta
 
 
-class FeedForward:
+class FFNCache(NamedTuple):
+    """What FeedForward.forward keeps for backward: its input and the hidden layer after ReLU."""
+
+    x: np.ndarray  # (..., T, d_model)
+    hidden: np.ndarray  # (..., T, d_ff)
+
+
+class FeedForward(Module):
     """Position-wise feed-forward network (paper §3.3): FFN(x) = ReLU(x W_1 + b_1) W_2 + b_2.
 
     The same two layers act on every position separately: nothing mixes positions. The paper
     uses d_ff = 4 * d_model (512 -> 2048 -> 512).
     """
+
+    param_names = ("W_1", "b_1", "W_2", "b_2")
 
     def __init__(self, d_model, d_ff, rng, *, dtype=np.float64):
         d_model, d_ff = check_positive_int(d_model, "d_model"), check_positive_int(d_ff, "d_ff")
@@ -455,13 +321,6 @@ class FeedForward:
         self.b_1 = np.zeros(d_ff, dtype=dtype)
         self.W_2 = rng.normal(0.0, 1.0 / np.sqrt(d_ff), (d_ff, d_model)).astype(dtype)
         self.b_2 = np.zeros(d_model, dtype=dtype)
-        self.cache = None  # kept for backward (notebook 07)
-
-    def parameters(self):
-        return {"W_1": self.W_1, "b_1": self.b_1, "W_2": self.W_2, "b_2": self.b_2}
-
-    def load_parameters(self, params):
-        set_parameters(self, params)
 
     def forward(self, x):
         """x (..., T, d_model) -> (..., T, d_model), through a hidden layer of width d_ff."""
@@ -469,17 +328,23 @@ class FeedForward:
         if x.ndim < 1 or x.shape[-1] != self.d_model:
             raise ValueError(f"x must have shape (..., d_model={self.d_model}), got {x.shape}")
         hidden = np.maximum(x @ self.W_1 + self.b_1, 0)  # (..., T, d_ff), ReLU
-        self.cache = (x, hidden)  # kept for backward (notebook 07)
+        self.cache = FFNCache(x, hidden)  # kept for backward (notebook 07)
         return hidden @ self.W_2 + self.b_2  # (..., T, d_model)
 
 
-class Dropout:
+class DropoutCache(NamedTuple):
+    """What Dropout.forward keeps for backward: the kept entries, or None if none was dropped."""
+
+    keep: np.ndarray | None
+
+
+class Dropout(Module):
     """Inverted dropout (paper §5.4): a training device, the identity until training turns it on.
 
     In training mode (`rng` is a np.random.Generator, set by set_training) forward zeroes each
     entry with probability p and divides the survivors by 1 - p, so the expected value is
-    unchanged; in evaluation mode (rng None, the default) it returns x itself. The mask of kept
-    entries is cached for the backward pass (notebook 07).
+    unchanged; in evaluation mode (rng None, the default) it returns x itself. The cache holds
+    the kept entries (None: this forward dropped nothing) for the backward pass (notebook 07).
     """
 
     def __init__(self, p=0.0, *, name="p"):
@@ -488,30 +353,14 @@ class Dropout:
                              f"got {name}={p!r}")
         self.p = float(p)
         self.rng = None  # None: evaluation (identity); a Generator: training
-        self.cache = None  # the kept entries of the last forward (None: nothing was dropped)
 
     def forward(self, x):
         if self.rng is None or self.p == 0.0:
-            self.cache = None
+            self.cache = DropoutCache(None)
             return x
         keep = self.rng.random(np.shape(x)) >= self.p  # True = kept
-        self.cache = keep  # kept for backward (notebook 07)
+        self.cache = DropoutCache(keep)  # kept for backward (notebook 07)
         return x * keep / (1.0 - self.p)  # a Python float: float32 stays float32
-
-
-def dropout_layers(module):
-    """Every Dropout inside `module` (its attributes and lists of sub-modules), in a fixed order."""
-    found, todo = [], [module]
-    while todo:
-        obj = todo.pop(0)
-        if isinstance(obj, Dropout):
-            found.append(obj)
-        elif isinstance(obj, list):
-            todo[:0] = obj
-        elif hasattr(obj, "parameters"):  # a module: its sub-modules, in attribute order
-            todo[:0] = [v for v in vars(obj).values() if isinstance(v, list)
-                        or hasattr(v, "forward")]
-    return found
 
 
 def set_training(module, rng):
@@ -521,11 +370,35 @@ def set_training(module, rng):
     if rng is not None and not isinstance(rng, np.random.Generator):
         raise ValueError(f"rng must be a np.random.Generator (training) or None (evaluation), "
                          f"got {type(rng).__name__}")
-    for layer in dropout_layers(module):
-        layer.rng = rng
+    for layer in module.modules():
+        if isinstance(layer, Dropout):
+            layer.rng = rng
 
 
-class EncoderBlock:
+def residual(x, sublayer, norm, dropout, norm_first, stages=None):
+    """One sub-layer with its residual connection and LayerNorm: the wiring of every block.
+
+    Post-LN (norm_first=False, the paper's):  out = LN(x + Dropout(Sublayer(x)))
+    Pre-LN  (norm_first=True):                out = x + Dropout(Sublayer(LN(x)))
+    sublayer: a function h -> (..., T, d_model), e.g. lambda h: attn.forward(h, h, h, mask).
+    stages: a list to which the three intermediate arrays are appended, in the order they are
+    computed (Post-LN: sub-layer, sum, norm; Pre-LN: norm, sub-layer, sum); the block explorer
+    shows them. The backward pass of this wiring, residual_backward, is in notebook 07.
+    """
+    if norm_first:
+        h = norm.forward(x)  # (..., T, d_model)
+        a = dropout.forward(sublayer(h))
+        steps = [h, a, x + a]
+    else:
+        a = dropout.forward(sublayer(x))
+        r = x + a  # (..., T, d_model)
+        steps = [a, r, norm.forward(r)]
+    if stages is not None:
+        stages += steps
+    return steps[-1]  # the output
+
+
+class EncoderBlock(Module):
     """One encoder layer (paper §3.1): self-attention, then a feed-forward network, each with a
     residual connection and a LayerNorm.
 
@@ -534,6 +407,8 @@ class EncoderBlock:
     dropout: the paper's residual dropout (P_drop = 0.1) on each sub-layer's output before it is
     added; it acts only in training mode (set_training), so forward is deterministic otherwise.
     """
+
+    own_cache = False  # its parts keep what backward needs
 
     def __init__(self, d_model, n_heads, d_ff, rng, *, norm_first=False, dropout=0.0,
                  dtype=np.float64):
@@ -544,62 +419,50 @@ class EncoderBlock:
         self.norm2 = LayerNorm(d_model, dtype=dtype)
         self.dropout1, self.dropout2 = (Dropout(dropout, name="dropout") for _ in range(2))
 
-    def parameters(self):
-        """Every learnable array by dotted name: "self_attn.W_q", "ffn.W_1", "norm1.gamma", ..."""
-        return {f"{part}.{name}": value for part in ("self_attn", "ffn", "norm1", "norm2")
-                for name, value in getattr(self, part).parameters().items()}
-
-    def load_parameters(self, params):
-        set_parameters(self, params)
-
-    def forward(self, x, mask=None):
-        """x (..., T, d_model) -> (..., T, d_model). mask: True = blocked, passed to attention."""
+    def forward(self, x, mask=None, *, stages=None):
+        """x (..., T, d_model) -> (..., T, d_model). mask: True = blocked, passed to attention.
+        stages: a list that receives the six intermediate arrays (see residual)."""
         x = as_real_array(x, "x")
         if x.ndim < 2 or x.shape[-1] != self.d_model:
             raise ValueError(f"x must have shape (..., T, d_model={self.d_model}) with rank >= 2, "
                              f"got {x.shape}")
-        if self.norm_first:  # Pre-LN: normalise what enters each sub-layer
-            h = self.norm1.forward(x)
-            x = x + self.dropout1.forward(self.self_attn.forward(h, h, h, mask))  # (.., T, d_model)
-            return x + self.dropout2.forward(self.ffn.forward(self.norm2.forward(x)))
-        a = self.dropout1.forward(self.self_attn.forward(x, x, x, mask))
-        x = self.norm1.forward(x + a)  # Post-LN: add, then normalise
-        return self.norm2.forward(x + self.dropout2.forward(self.ffn.forward(x)))
+        x = residual(x, lambda h: self.self_attn.forward(h, h, h, mask), self.norm1,
+                     self.dropout1, self.norm_first, stages)  # (..., T, d_model)
+        return residual(x, self.ffn.forward, self.norm2, self.dropout2, self.norm_first, stages)
 
 
-class Encoder:
-    """A stack of n_layers EncoderBlocks (the paper: N = 6), same shape, each with its own weights.
+class Stack(Module):
+    """n_layers blocks of one kind, each with its own weights, applied in turn (the paper: N = 6).
 
-    With norm_first=True (Pre-LN) the residual stream is never normalised inside the stack, so a
-    final LayerNorm, `norm`, follows the last block; Post-LN needs none (each block ends with one).
+    Stack(EncoderBlock, n_layers, d_model, n_heads, d_ff, rng, ...) is the encoder; the decoder
+    (notebook 06) is a Stack of DecoderBlocks. With norm_first=True (Pre-LN) the residual stream
+    is never normalised inside the blocks, so a final LayerNorm, `norm`, follows the last one;
+    Post-LN needs none (each block ends with one). Other arguments go to every block.
     """
 
-    def __init__(self, n_layers, d_model, n_heads, d_ff, rng, *, norm_first=False, dropout=0.0,
-                 dtype=np.float64):
+    own_cache = False  # its parts keep what backward needs
+
+    def __init__(self, block, n_layers, d_model, *args, norm_first=False, dtype=np.float64,
+                 **kwargs):
         n_layers = check_positive_int(n_layers, "n_layers")
-        self.layers = [EncoderBlock(d_model, n_heads, d_ff, rng, norm_first=norm_first,
-                                    dropout=dropout, dtype=dtype) for _ in range(n_layers)]
+        self.layers = [block(d_model, *args, norm_first=norm_first, dtype=dtype, **kwargs)
+                       for _ in range(n_layers)]
         self.norm = LayerNorm(d_model, dtype=dtype) if norm_first else None
 
-    def parameters(self):
-        params = {f"layers.{i}.{name}": value for i, layer in enumerate(self.layers)
-                  for name, value in layer.parameters().items()}
-        if self.norm is not None:
-            params.update({f"norm.{name}": value for name, value in self.norm.parameters().items()})
-        return params
-
-    def load_parameters(self, params):
-        set_parameters(self, params)
-
-    def forward(self, x, mask=None):
-        """x (..., T, d_model) -> (..., T, d_model), through every block in turn."""
-        for layer in self.layers:
-            x = layer.forward(x, mask)
+    def forward(self, x, *context, kv_caches=None, **options):
+        """x (..., T, d_model) -> (..., T, d_model), through every block in turn. context and
+        options: what each block takes after x (mask; for decoder blocks memory, self_mask,
+        memory_mask); kv_caches: one per block, for cached decoding (notebook 06)."""
+        for i, layer in enumerate(self.layers):
+            if kv_caches is not None:
+                options["kv_cache"] = kv_caches[i]
+            x = layer.forward(x, *context, **options)
         return x if self.norm is None else self.norm.forward(x)
+
 # ── 06 · The decoder and the whole Transformer ────────────────────────────────────────────────
 
 
-class DecoderBlock:
+class DecoderBlock(Module):
     """One decoder layer (paper §3.1): masked self-attention, cross-attention, feed-forward.
 
     Cross-attention takes its queries from the decoder and its keys and values from the
@@ -607,6 +470,8 @@ class DecoderBlock:
     Post-LN by default (x = LN(x + Sublayer(x))), Pre-LN with norm_first=True. dropout: as in
     EncoderBlock, on each sub-layer's output before the residual add, in training mode only.
     """
+
+    own_cache = False  # its parts keep what backward needs
 
     def __init__(self, d_model, n_heads, d_ff, rng, *, norm_first=False, dropout=0.0,
                  dtype=np.float64):
@@ -620,76 +485,78 @@ class DecoderBlock:
         self.dropout1, self.dropout2, self.dropout3 = (Dropout(dropout, name="dropout")
                                                        for _ in range(3))
 
-    def parameters(self):
-        parts = ("self_attn", "cross_attn", "ffn", "norm1", "norm2", "norm3")
-        return {f"{part}.{name}": value for part in parts
-                for name, value in getattr(self, part).parameters().items()}
-
-    def load_parameters(self, params):
-        set_parameters(self, params)
-
-    def forward(self, x, memory, self_mask=None, memory_mask=None):
+    def forward(self, x, memory, self_mask=None, memory_mask=None, *, kv_cache=None,
+                stages=None):
         """x (B, T, d_model), memory (B, S, d_model) -> (B, T, d_model).
 
         self_mask blocks target keys (causal and padding), memory_mask blocks source keys
-        (padding); both are boolean with True = blocked.
+        (padding); both are boolean with True = blocked. kv_cache: for cached decoding, a dict
+        {"self_attn": KVCache(), "cross_attn": KVCache(fixed=True)} that keeps the keys and
+        values of earlier positions and of the memory. stages: as in EncoderBlock (nine arrays).
         """
         x, memory = as_real_array(x, "x"), as_real_array(memory, "memory")
         for name, a in (("x", x), ("memory", memory)):
             if a.ndim < 2 or a.shape[-1] != self.d_model or a.shape[-2] == 0:
                 raise ValueError(f"{name} must have shape (..., T >= 1, d_model={self.d_model}), "
                                  f"got {a.shape}")
-        if self.norm_first:
-            h = self.norm1.forward(x)
-            x = x + self.dropout1.forward(self.self_attn.forward(h, h, h, self_mask))
-            h = self.norm2.forward(x)
-            x = x + self.dropout2.forward(self.cross_attn.forward(h, memory, memory, memory_mask))
-            return x + self.dropout3.forward(self.ffn.forward(self.norm3.forward(x)))
-        a = self.dropout1.forward(self.self_attn.forward(x, x, x, self_mask))
-        x = self.norm1.forward(x + a)
-        a = self.dropout2.forward(self.cross_attn.forward(x, memory, memory, memory_mask))
-        x = self.norm2.forward(x + a)
-        return self.norm3.forward(x + self.dropout3.forward(self.ffn.forward(x)))
+        kv = kv_cache or {}
+        x = residual(x, lambda h: self.self_attn.forward(h, h, h, self_mask, kv.get("self_attn")),
+                     self.norm1, self.dropout1, self.norm_first, stages)
+        x = residual(x, lambda h: self.cross_attn.forward(h, memory, memory, memory_mask,
+                                                          kv.get("cross_attn")),
+                     self.norm2, self.dropout2, self.norm_first, stages)
+        return residual(x, self.ffn.forward, self.norm3, self.dropout3, self.norm_first, stages)
 
 
-class Decoder:
-    """A stack of n_layers DecoderBlocks (N = 6 in the paper); Pre-LN adds a final LayerNorm."""
+@dataclass(frozen=True)
+class TransformerConfig:
+    """Every size and switch of a Transformer, in one place, checked once (defaults: the paper's
+    base model, d_model 512, 8 heads, d_ff 2048, N = 6). See Transformer for what each means."""
 
-    def __init__(self, n_layers, d_model, n_heads, d_ff, rng, *, norm_first=False, dropout=0.0,
-                 dtype=np.float64):
-        n_layers = check_positive_int(n_layers, "n_layers")
-        self.layers = [DecoderBlock(d_model, n_heads, d_ff, rng, norm_first=norm_first,
-                                    dropout=dropout, dtype=dtype) for _ in range(n_layers)]
-        self.norm = LayerNorm(d_model, dtype=dtype) if norm_first else None
+    src_vocab: int
+    tgt_vocab: int
+    d_model: int = 512
+    n_heads: int = 8
+    d_ff: int = 2048
+    n_layers: int = 6
+    max_len: int = 256
+    pad_id: int | None = 0
+    share_embeddings: bool = False
+    tie_output: bool = False
+    norm_first: bool = False
+    dropout: float = 0.0
+    dtype: str = "float64"
 
-    def parameters(self):
-        params = {f"layers.{i}.{name}": value for i, layer in enumerate(self.layers)
-                  for name, value in layer.parameters().items()}
-        if self.norm is not None:
-            params.update({f"norm.{name}": value for name, value in self.norm.parameters().items()})
-        return params
-
-    def load_parameters(self, params):
-        set_parameters(self, params)
-
-    def forward(self, x, memory, self_mask=None, memory_mask=None):
-        for layer in self.layers:
-            x = layer.forward(x, memory, self_mask, memory_mask)
-        return x if self.norm is None else self.norm.forward(x)
-
-
-def check_token_id(value, name, n_ids):
-    """`value` as an int if it is a token id in [0, n_ids) (True is not); else a ValueError."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
-            or not 0 <= value < n_ids:
-        raise ValueError(f"{name} must be a token id in [0, {n_ids}), got {name}={value!r}")
-    return int(value)
+    def __post_init__(self):
+        for name in ("src_vocab", "tgt_vocab", "d_model", "n_layers"):
+            check_positive_int(getattr(self, name), name)
+        check_positive_int(self.max_len, "max_len", "the longest sequence")
+        object.__setattr__(self, "dtype", check_float_dtype(self.dtype).name)
+        if self.share_embeddings and self.src_vocab != self.tgt_vocab:
+            raise ValueError(f"share_embeddings needs one vocabulary, got src_vocab="
+                             f"{self.src_vocab} and tgt_vocab={self.tgt_vocab}")
+        n_ids = min(self.src_vocab, self.tgt_vocab)  # pad_id pads source and target alike
+        try:
+            None if self.pad_id is None else check_token_id(self.pad_id, "pad_id", n_ids)
+        except ValueError:
+            raise ValueError(f"pad_id must be None (no padding) or a token id in [0, {n_ids}), "
+                             f"got pad_id={self.pad_id!r}") from None
 
 
-class Transformer:
+class TransformerCache(NamedTuple):
+    """What Transformer.forward keeps for backward: the token ids and the decoder's output."""
+
+    src: np.ndarray  # (B, S)
+    tgt: np.ndarray  # (B, T)
+    x: np.ndarray  # (B, T, d_model)
+
+
+class Transformer(Module):
     """The encoder-decoder of the paper: embeddings * sqrt(d_model) + PE, N encoder blocks,
     N decoder blocks, and a linear map to vocabulary logits.
 
+    Transformer(src_vocab, tgt_vocab, rng, d_model=..., ...) takes the fields of
+    TransformerConfig (kept as `config`); Transformer.from_config(config, rng) takes the object.
     share_embeddings=True uses one embedding matrix for source and target (the paper's shared
     BPE vocabulary); tie_output=True computes logits with the target embedding matrix itself,
     logits = x @ E^T (paper §3.4), instead of a separate W_out, b_out. Token id `pad_id` is
@@ -698,83 +565,67 @@ class Transformer:
     PE and inside every block, in training mode only (set_training).
     """
 
-    def __init__(self, src_vocab, tgt_vocab, rng, *, d_model=512, n_heads=8, d_ff=2048,
-                 n_layers=6, max_len=256, pad_id=0, share_embeddings=False, tie_output=False,
-                 norm_first=False, dropout=0.0, dtype=np.float64):
-        src_vocab = check_positive_int(src_vocab, "src_vocab")
-        tgt_vocab = check_positive_int(tgt_vocab, "tgt_vocab")
-        d_model, dtype = check_positive_int(d_model, "d_model"), check_float_dtype(dtype)
-        max_len = check_positive_int(max_len, "max_len", "the longest sequence")
-        if share_embeddings and src_vocab != tgt_vocab:
-            raise ValueError(f"share_embeddings needs one vocabulary, got src_vocab={src_vocab} "
-                             f"and tgt_vocab={tgt_vocab}")
-        n_ids = min(src_vocab, tgt_vocab)  # pad_id pads source and target sequences alike
-        try:
-            pad_id = None if pad_id is None else check_token_id(pad_id, "pad_id", n_ids)
-        except ValueError:
-            raise ValueError(f"pad_id must be None (no padding) or a token id in [0, {n_ids}), "
-                             f"got pad_id={pad_id!r}") from None
-        self.src_vocab, self.tgt_vocab, self.d_model = src_vocab, tgt_vocab, d_model
-        self.pad_id, self.share_embeddings, self.tie_output = pad_id, share_embeddings, tie_output
-        self.pe = positional_encoding(max_len, d_model, dtype=dtype)  # (max_len, d_model)
-        std = 1.0 / np.sqrt(d_model)  # times sqrt(d_model) below: unit-variance token vectors
-        self.src_embed = rng.normal(0.0, std, (src_vocab, d_model)).astype(dtype)
-        self.tgt_embed = (self.src_embed if share_embeddings
-                          else rng.normal(0.0, std, (tgt_vocab, d_model)).astype(dtype))
-        self.encoder = Encoder(n_layers, d_model, n_heads, d_ff, rng, norm_first=norm_first,
-                               dropout=dropout, dtype=dtype)
-        self.decoder = Decoder(n_layers, d_model, n_heads, d_ff, rng, norm_first=norm_first,
-                               dropout=dropout, dtype=dtype)
-        if not tie_output:
-            self.W_out = rng.normal(0.0, std, (d_model, tgt_vocab)).astype(dtype)
-            self.b_out = np.zeros(tgt_vocab, dtype=dtype)
-        self.src_dropout, self.tgt_dropout = (Dropout(dropout, name="dropout")  # on x + PE
+    def __init__(self, src_vocab, tgt_vocab, rng, **options):
+        self.config = c = TransformerConfig(src_vocab, tgt_vocab, **options)
+        self.src_vocab, self.tgt_vocab, self.d_model = c.src_vocab, c.tgt_vocab, c.d_model
+        self.pad_id, self.share_embeddings, self.tie_output = (c.pad_id, c.share_embeddings,
+                                                               c.tie_output)
+        self.param_names = ("src_embed", *(() if c.share_embeddings else ("tgt_embed",)),
+                            *(() if c.tie_output else ("W_out", "b_out")))
+        self.pe = positional_encoding(c.max_len, c.d_model, dtype=c.dtype)  # (max_len, d_model)
+        std = 1.0 / np.sqrt(c.d_model)  # times sqrt(d_model) below: unit-variance token vectors
+        self.src_embed = rng.normal(0.0, std, (c.src_vocab, c.d_model)).astype(c.dtype)
+        self.tgt_embed = (self.src_embed if c.share_embeddings
+                          else rng.normal(0.0, std, (c.tgt_vocab, c.d_model)).astype(c.dtype))
+        sizes = dict(norm_first=c.norm_first, dropout=c.dropout, dtype=c.dtype)
+        self.encoder = Stack(EncoderBlock, c.n_layers, c.d_model, c.n_heads, c.d_ff, rng, **sizes)
+        self.decoder = Stack(DecoderBlock, c.n_layers, c.d_model, c.n_heads, c.d_ff, rng, **sizes)
+        if not c.tie_output:
+            self.W_out = rng.normal(0.0, std, (c.d_model, c.tgt_vocab)).astype(c.dtype)
+            self.b_out = np.zeros(c.tgt_vocab, dtype=c.dtype)
+        self.src_dropout, self.tgt_dropout = (Dropout(c.dropout, name="dropout")  # on x + PE
                                               for _ in range(2))
-        self.cache = None  # kept for backward (notebook 07)
 
-    def parameters(self):
-        params = {"src_embed": self.src_embed}
-        if not self.share_embeddings:
-            params["tgt_embed"] = self.tgt_embed
-        params.update({f"encoder.{k}": v for k, v in self.encoder.parameters().items()})
-        params.update({f"decoder.{k}": v for k, v in self.decoder.parameters().items()})
-        if not self.tie_output:
-            params.update({"W_out": self.W_out, "b_out": self.b_out})
-        return params
+    @classmethod
+    def from_config(cls, config, rng):
+        """Transformer(**fields of `config`), for a TransformerConfig."""
+        return cls(rng=rng, **asdict(config))
 
     def load_parameters(self, params):
         set_parameters(self, params)
         if self.share_embeddings:
             self.tgt_embed = self.src_embed  # one matrix, two names in the model
 
-    def check_tokens(self, tokens, vocab, name):
-        tokens = np.asarray(tokens)
-        if tokens.ndim != 2 or not np.issubdtype(tokens.dtype, np.integer):
-            raise ValueError(f"{name} must be integer token ids of shape (B, T), got "
-                             f"{tokens.dtype} {tokens.shape}")
-        if 0 in tokens.shape:
-            raise ValueError(f"{name} must hold at least one sequence of at least one token, "
-                             f"got shape {tokens.shape}")
-        if tokens.shape[1] > len(self.pe):
-            raise ValueError(f"{name} has T={tokens.shape[1]} positions, longer than the "
-                             f"positional table (max_len={len(self.pe)})")
-        if tokens.min() < 0 or tokens.max() >= vocab:
-            raise ValueError(f"{name} has token ids in [{tokens.min()}, {tokens.max()}], outside "
-                             f"the vocabulary [0, {vocab})")
-        return tokens
-
     def embed(self, tokens, table, start=0):
-        """Token vectors * sqrt(d_model) + PE: (B, T) ids -> (B, T, d_model)."""
+        """Token vectors * sqrt(d_model) + PE: (B, T) ids -> (B, T, d_model); the first token
+        sits at position `start`."""
         T = tokens.shape[-1]
         scale = np.sqrt(self.d_model, dtype=table.dtype)  # np.sqrt(d_model) alone is float64
         return table[tokens] * scale + self.pe[start:start + T]
 
     def encode(self, src):
         """src (B, S) ids -> memory (B, S, d_model) and the source padding mask (B, 1, 1, S)."""
-        src = self.check_tokens(src, self.src_vocab, "src")
+        src = check_token_ids(src, "src", self.src_vocab, len(self.pe))
         src_mask = None if self.pad_id is None else padding_mask_from_tokens(src, self.pad_id)
         x = self.src_dropout.forward(self.embed(src, self.src_embed))  # (B, S, d_model)
         return self.encoder.forward(x, src_mask), src_mask
+
+    def decode(self, tgt, memory, src_mask, kv_caches=None):
+        """tgt (B, T) ids (the decoder input, starting with BOS) -> decoder output (B, T, d_model).
+
+        With kv_caches (cached decoding, see KVCache) only the positions not yet cached run
+        through the blocks, and the output has those positions only.
+        """
+        tgt = check_token_ids(tgt, "tgt", self.tgt_vocab, len(self.pe))
+        if tgt.shape[0] != memory.shape[0]:
+            raise ValueError(f"batch sizes differ: tgt has B={tgt.shape[0]}, the source "
+                             f"B={memory.shape[0]}")
+        start = 0 if kv_caches is None else kv_caches[0]["self_attn"].length  # already cached
+        self_mask = causal_mask(tgt.shape[1])[start:]  # (T - start, T): new queries, all keys
+        if self.pad_id is not None:
+            self_mask = self_mask | padding_mask_from_tokens(tgt, self.pad_id)  # (B, 1, ., T)
+        x = self.tgt_dropout.forward(self.embed(tgt[:, start:], self.tgt_embed, start))
+        return self.decoder.forward(x, memory, self_mask, src_mask, kv_caches=kv_caches)
 
     def logits(self, x):
         """Decoder output (..., d_model) -> vocabulary logits (..., tgt_vocab)."""
@@ -782,78 +633,53 @@ class Transformer:
             return x @ self.tgt_embed.swapaxes(-1, -2)
         return x @ self.W_out + self.b_out
 
-    def decode(self, tgt, memory, src_mask):
-        """tgt (B, T) ids (the decoder input, starting with BOS) -> logits (B, T, tgt_vocab)."""
-        tgt = self.check_tokens(tgt, self.tgt_vocab, "tgt")
-        if tgt.shape[0] != memory.shape[0]:
-            raise ValueError(f"batch sizes differ: tgt has B={tgt.shape[0]}, the source "
-                             f"B={memory.shape[0]}")
-        self_mask = causal_mask(tgt.shape[1])  # (T, T)
-        if self.pad_id is not None:
-            self_mask = self_mask | padding_mask_from_tokens(tgt, self.pad_id)  # (B, 1, T, T)
-        x = self.tgt_dropout.forward(self.embed(tgt, self.tgt_embed))  # (B, T, d_model)
-        x = self.decoder.forward(x, memory, self_mask, src_mask)
-        self.cache = {"tgt": tgt, "x": x}  # kept for backward (notebook 07)
-        return self.logits(x)
-
     def forward(self, src, tgt):
         """Teacher forcing: src (B, S), tgt (B, T) -> logits (B, T, tgt_vocab)."""
         src, tgt = np.asarray(src), np.asarray(tgt)
         if src.ndim == 2 and tgt.ndim == 2 and src.shape[0] != tgt.shape[0]:
             raise ValueError(f"batch sizes differ: src {src.shape}, tgt {tgt.shape}")
         memory, src_mask = self.encode(src)
-        logits = self.decode(tgt, memory, src_mask)
-        self.cache["src"] = src  # kept for backward (notebook 07)
-        return logits
+        x = self.decode(tgt, memory, src_mask)  # (B, T, d_model)
+        self.cache = TransformerCache(src, tgt, x)  # kept for backward (notebook 07)
+        return self.logits(x)
 
 
-def attention_step(attn, x_new, cache, memory=None, mask=None):
-    """MultiHeadAttention for one new query position with a key/value cache.
+@dataclass
+class KVCache:
+    """The keys and values one attention layer has computed so far, kept between decoding steps.
 
-    Self-attention (memory=None): the new position's key and value are appended to the cache
-    and the query attends to every position so far; nothing later exists yet, so no causal
-    mask is needed. Cross-attention: the keys and values of `memory` are computed on the first
-    call and reused. mask blocks keys (True = blocked): the positions so far, (B, 1, 1, t), for
-    self-attention; the memory's, (B, 1, 1, S), for cross-attention.
-    x_new (B, 1, d_model) -> (B, 1, d_model).
+    Self-attention (fixed=False): every call appends the new positions' keys and values, and the
+    new queries attend to all of them. Cross-attention (fixed=True): the keys and values of the
+    memory are computed on the first call and reused, since the memory never changes.
+    K, V: (B, h, t, d_k), None until the first call.
     """
-    h = attn.n_heads
-    if memory is None:
-        K_new = split_heads(x_new @ attn.W_k + attn.b_k, h)  # (B, h, 1, d_k)
-        V_new = split_heads(x_new @ attn.W_v + attn.b_v, h)  # (B, h, 1, d_k)
-        if "K" in cache:
-            K_new = np.concatenate([cache["K"], K_new], axis=-2)  # (B, h, t, d_k)
-            V_new = np.concatenate([cache["V"], V_new], axis=-2)
-        cache["K"], cache["V"] = K_new, V_new
-    elif "K" not in cache:
-        cache["K"] = split_heads(memory @ attn.W_k + attn.b_k, h)  # (B, h, S, d_k), once
-        cache["V"] = split_heads(memory @ attn.W_v + attn.b_v, h)
-    Q = split_heads(x_new @ attn.W_q + attn.b_q, h)  # (B, h, 1, d_k)
-    heads, attn.weights = scaled_dot_product_attention(Q, cache["K"], cache["V"], mask)
-    return merge_heads(heads) @ attn.W_o + attn.b_o  # (B, 1, d_model)
+
+    fixed: bool = False
+    K: np.ndarray | None = None
+    V: np.ndarray | None = None
+
+    @property
+    def ready(self):
+        """True when MultiHeadAttention can skip computing keys and values (fixed and filled)."""
+        return self.fixed and self.K is not None
+
+    @property
+    def length(self):
+        """The number of positions cached so far."""
+        return 0 if self.K is None else self.K.shape[-2]
+
+    def add(self, K, V):
+        """Append (or, when fixed, store) this call's keys and values; return all of them."""
+        if self.K is not None:
+            K = np.concatenate([self.K, K], axis=-2)  # (B, h, t, d_k)
+            V = np.concatenate([self.V, V], axis=-2)
+        self.K, self.V = K, V
+        return K, V
 
 
-def decoder_block_step(block, x_new, memory, cache, memory_mask=None, self_mask=None):
-    """DecoderBlock.forward for ONE new target position, reusing cached keys and values.
-
-    x_new (B, 1, d_model) is the newest position; `cache` is a dict this function fills (the
-    self-attention keys/values of every earlier position and the cross-attention keys/values of
-    `memory`). self_mask (B, 1, 1, t) blocks padded target positions so far. Returns
-    (B, 1, d_model), equal to the last position of block.forward on the whole prefix under a
-    causal mask. Dropout is left out: decoding runs in evaluation mode.
-    """
-    self_cache, cross_cache = cache.setdefault("self", {}), cache.setdefault("cross", {})
-    if block.norm_first:
-        h = block.norm1.forward(x_new)
-        x_new = x_new + attention_step(block.self_attn, h, self_cache, mask=self_mask)
-        h = block.norm2.forward(x_new)
-        x_new = x_new + attention_step(block.cross_attn, h, cross_cache, memory, memory_mask)
-        return x_new + block.ffn.forward(block.norm3.forward(x_new))
-    a = attention_step(block.self_attn, x_new, self_cache, mask=self_mask)
-    x_new = block.norm1.forward(x_new + a)
-    a = attention_step(block.cross_attn, x_new, cross_cache, memory, memory_mask)
-    x_new = block.norm2.forward(x_new + a)
-    return block.norm3.forward(x_new + block.ffn.forward(x_new))
+def kv_caches(decoder):
+    """A fresh KVCache for each attention of each block of a decoder Stack."""
+    return [{"self_attn": KVCache(), "cross_attn": KVCache(fixed=True)} for _ in decoder.layers]
 
 
 def greedy_decode(model, src, bos_id, eos_id, max_steps, *, use_cache=True):
@@ -862,9 +688,11 @@ def greedy_decode(model, src, bos_id, eos_id, max_steps, *, use_cache=True):
     Returns (tokens (B, 1 + steps) starting with BOS, logits (B, steps, tgt_vocab)); the logits
     are those of model.forward(src, tokens[:, :-1]), masks included. Without the cache each step
     re-runs the decoder on the whole prefix; with it each step runs only the new position
-    through the blocks. A sequence that has produced EOS is continued with `pad_id` (with EOS if
-    pad_id is None); generation stops once every sequence has produced EOS or after max_steps.
-    Decoding is evaluation: the model's dropout must be off (set_training(model, None)).
+    through the blocks (the same code, Transformer.decode, given KV caches). A sequence that has
+    produced EOS is continued with `pad_id` (with EOS if pad_id is None); generation stops once
+    every sequence has produced EOS or after max_steps. Decoding is evaluation: the model's
+    dropout must be off (set_training(model, None)); no backward follows, so every cache the
+    forward passes kept is cleared at the end.
     """
     pad = model.pad_id
     bos_id = check_token_id(bos_id, "bos_id", model.tgt_vocab)
@@ -877,24 +705,15 @@ def greedy_decode(model, src, bos_id, eos_id, max_steps, *, use_cache=True):
     if max_steps > len(model.pe):
         raise ValueError(f"max_steps={max_steps} needs more decoder positions than the positional "
                          f"table has (max_len={len(model.pe)})")
-    if any(layer.rng is not None for layer in dropout_layers(model)):
+    if any(isinstance(m, Dropout) and m.rng is not None for m in model.modules()):
         raise ValueError("greedy_decode runs in evaluation mode: call set_training(model, None)")
     memory, src_mask = model.encode(src)
-    B = memory.shape[0]
-    tokens = np.full((B, 1), bos_id)
-    caches = [{} for _ in model.decoder.layers]
-    all_logits, done = [], np.zeros(B, dtype=bool)
-    for t in range(max_steps):
-        if use_cache:
-            x = model.embed(tokens[:, -1:], model.tgt_embed, start=t)  # (B, 1, d_model)
-            self_mask = None if pad is None else padding_mask_from_tokens(tokens, pad)
-            for block, cache in zip(model.decoder.layers, caches, strict=True):
-                x = decoder_block_step(block, x, memory, cache, src_mask, self_mask)
-            if model.decoder.norm is not None:
-                x = model.decoder.norm.forward(x)
-            step_logits = model.logits(x)[:, -1]  # (B, tgt_vocab)
-        else:  # the whole prefix again, with the masks of model.forward
-            step_logits = model.decode(tokens, memory, src_mask)[:, -1]  # (B, tgt_vocab)
+    tokens = np.full((memory.shape[0], 1), bos_id)  # (B, 1)
+    caches = kv_caches(model.decoder) if use_cache else None
+    all_logits, done = [], np.zeros(len(tokens), dtype=bool)
+    for _ in range(max_steps):
+        x = model.decode(tokens, memory, src_mask, caches)  # (B, T or 1, d_model)
+        step_logits = model.logits(x)[:, -1]  # (B, tgt_vocab): the newest position's
         choice = step_logits.copy()
         if pad is not None:
             choice[:, pad] = -np.inf  # padding is never a prediction
@@ -904,6 +723,7 @@ def greedy_decode(model, src, bos_id, eos_id, max_steps, *, use_cache=True):
         done |= next_token == eos_id
         if done.all():
             break
+    clear_caches(model)  # no backward follows a decoding
     return tokens, np.stack(all_logits, axis=1)
 
 

@@ -1,39 +1,13 @@
 """Notebook 01: softmax and scaled dot-product attention against closed forms and properties."""
 
-import itertools
 import math
 
 import numpy as np
 import pytest
 
-from helpers.transformer import check_attention_inputs, scaled_dot_product_attention, softmax
-
-
-def reference_attention(Q, K, V, mask=None):
-    """An independent, loop-based implementation (math module, no broadcasting tricks)."""
-    *batch, T_q, d_k = Q.shape
-    T_k = K.shape[-2]
-    out = np.zeros((*batch, T_q, V.shape[-1]))
-    w = np.zeros((*batch, T_q, T_k))
-    for idx in itertools.product(*(range(n) for n in batch)):
-        for i in range(T_q):
-            s = [float(Q[idx][i] @ K[idx][j]) / math.sqrt(d_k) for j in range(T_k)]
-            allowed = [mask is None or not mask[idx][i][j] for j in range(T_k)]
-            if not any(allowed):
-                continue
-            m = max(x for x, a in zip(s, allowed) if a)
-            e = [math.exp(x - m) if a else 0.0 for x, a in zip(s, allowed)]
-            total = sum(e)
-            for j in range(T_k):
-                w[idx][i, j] = e[j] / total
-                out[idx][i] += w[idx][i, j] * V[idx][j]
-    return out, w
-
-
-@pytest.fixture
-def rng():
-    return np.random.default_rng(1234)
-
+from helpers.transformer import scaled_dot_product_attention, softmax
+from helpers.validation import check_attention_inputs
+from tests.reference import loop_attention
 
 # ── softmax ──────────────────────────────────────────────────────────────────────────────────
 
@@ -89,7 +63,7 @@ def test_matches_loop_reference(rng, batch, T_q, T_k):
     K = rng.standard_normal((*batch, T_k, 6))
     V = rng.standard_normal((*batch, T_k, 3))
     out, w = scaled_dot_product_attention(Q, K, V)
-    ref_out, ref_w = reference_attention(Q, K, V)
+    ref_out, ref_w = loop_attention(Q, K, V)
     assert out.shape == (*batch, T_q, 3) and w.shape == (*batch, T_q, T_k)
     np.testing.assert_allclose(w, ref_w, atol=1e-12)
     np.testing.assert_allclose(out, ref_out, atol=1e-12)
@@ -159,7 +133,7 @@ def test_every_mask_pattern_small_T_is_finite_and_matches_reference(rng):
         mask = np.array([(bits >> k) & 1 for k in range(T * T)], dtype=bool).reshape(T, T)
         out, w = scaled_dot_product_attention(Q, K, V, mask=mask)
         assert np.all(np.isfinite(out)) and np.all(np.isfinite(w))
-        ref_out, ref_w = reference_attention(Q, K, V, mask=mask)
+        ref_out, ref_w = loop_attention(Q, K, V, mask=mask)
         np.testing.assert_allclose(w, ref_w, atol=1e-12)
         np.testing.assert_allclose(out, ref_out, atol=1e-12)
         blocked_rows = mask.all(axis=-1)

@@ -15,14 +15,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers.transformer import (
-    Decoder,
     DecoderBlock,
     Dropout,
-    Encoder,
     EncoderBlock,
     FeedForward,
     LayerNorm,
     MultiHeadAttention,
+    Stack,
     Transformer,
     causal_mask,
     greedy_decode,
@@ -64,10 +63,10 @@ CONSTRUCTORS = {
                      {"d_model": D, "n_heads": H, "d_ff": F}),
     "DecoderBlock": (lambda **k: DecoderBlock(rng=rng(), **k),
                      {"d_model": D, "n_heads": H, "d_ff": F}),
-    "Encoder": (lambda **k: Encoder(rng=rng(), **k),
-                {"n_layers": 1, "d_model": D, "n_heads": H, "d_ff": F}),
-    "Decoder": (lambda **k: Decoder(rng=rng(), **k),
-                {"n_layers": 1, "d_model": D, "n_heads": H, "d_ff": F}),
+    "Stack of EncoderBlocks": (lambda **k: Stack(EncoderBlock, rng=rng(), **k),
+                               {"n_layers": 1, "d_model": D, "n_heads": H, "d_ff": F}),
+    "Stack of DecoderBlocks": (lambda **k: Stack(DecoderBlock, rng=rng(), **k),
+                               {"n_layers": 1, "d_model": D, "n_heads": H, "d_ff": F}),
     "Transformer": (lambda **k: Transformer(rng=rng(), **k),
                     {"src_vocab": 9, "tgt_vocab": 9, "d_model": D, "n_heads": H, "d_ff": F,
                      "n_layers": 1, "max_len": 12}),
@@ -94,8 +93,8 @@ def test_constructors_refuse_a_dtype_that_is_not_a_float_type(cls, dtype):
     raises_naming("dtype", lambda: build(**good, dtype=dtype))
 
 
-@pytest.mark.parametrize("cls", ["EncoderBlock", "DecoderBlock", "Encoder", "Decoder",
-                                 "Transformer"])
+@pytest.mark.parametrize("cls", ["EncoderBlock", "DecoderBlock", "Stack of EncoderBlocks",
+                                 "Stack of DecoderBlocks", "Transformer"])
 @given(p=st.one_of(st.floats(1.0, 10.0), st.floats(-10.0, -1e-9), st.just(True),
                    st.text(max_size=2), st.just(float("nan"))))
 @FAST
@@ -207,7 +206,8 @@ def test_multi_head_attention_refuses_malformed_inputs(data, which):
         layer.forward(**args)
 
 
-@pytest.mark.parametrize("module", ["LayerNorm", "FeedForward", "EncoderBlock", "Encoder"])
+@pytest.mark.parametrize("module", ["LayerNorm", "FeedForward", "EncoderBlock",
+                                    "Stack of EncoderBlocks"])
 @given(data=st.data())
 @FAST
 def test_position_wise_modules_refuse_malformed_x(module, data):
@@ -224,8 +224,8 @@ def test_position_wise_modules_refuse_malformed_x(module, data):
 def test_decoder_refuses_malformed_x_and_memory(data, which):
     args = {"x": np.ones((2, 3, D)), "memory": np.ones((2, 5, D))}
     args[which] = data.draw(malformed(args[which].shape))
-    for module in (DecoderBlock(D, H, F, rng()), Decoder(1, D, H, F, rng())):
-        raises_naming(which, lambda module=module: module.forward(**args))
+    for module in (DecoderBlock(D, H, F, rng()), Stack(DecoderBlock, 1, D, H, F, rng())):
+        raises_naming(which, lambda module=module: module.forward(args["x"], args["memory"]))
 
 
 # ── token ids ────────────────────────────────────────────────────────────────────────────────

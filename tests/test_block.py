@@ -1,33 +1,21 @@
-"""Notebook 05: LayerNorm, FeedForward, EncoderBlock (Post-LN and Pre-LN), Encoder, block explorer."""
+"""Notebook 05: LayerNorm, FeedForward, EncoderBlock (Post-LN and Pre-LN), Stack, block explorer."""
 
 import numpy as np
 import pytest
 
 from helpers import widgets as tw
+from helpers.analysis import block_stages
+from helpers.module import set_parameters
 from helpers.transformer import (
-    Encoder,
     EncoderBlock,
     FeedForward,
     LayerNorm,
     MultiHeadAttention,
-    scaled_dot_product_attention,
-    set_parameters,
+    Stack,
 )
+from tests.reference import loop_mha, randomise
 
 TOKENS = "the cat eats the fish today".split()
-
-
-@pytest.fixture
-def rng():
-    return np.random.default_rng(55)
-
-
-def randomise(module, rng):
-    """Random values for every parameter (biases, gamma and beta too), so no term is trivially 0/1."""
-    module.load_parameters({name: rng.standard_normal(p.shape) * (0.5 if p.ndim == 1 else 0.2)
-                            + (1.0 if name.endswith("gamma") else 0.0)
-                            for name, p in module.parameters().items()})
-    return module
 
 
 # ── independent reference implementations (plain loops / textbook formulas) ─────────────────
@@ -44,13 +32,7 @@ def ln_reference(x, gamma, beta, eps=1e-5):
 
 
 def mha_reference(layer, x, mask=None):
-    outs = []
-    for i in range(layer.n_heads):
-        c = slice(i * layer.d_k, (i + 1) * layer.d_k)
-        outs.append(scaled_dot_product_attention(
-            x @ layer.W_q[:, c] + layer.b_q[c], x @ layer.W_k[:, c] + layer.b_k[c],
-            x @ layer.W_v[:, c] + layer.b_v[c], mask)[0])
-    return np.concatenate(outs, axis=-1) @ layer.W_o + layer.b_o
+    return loop_mha(layer, x, x, x, mask)
 
 
 def ffn_reference(ffn, x):
@@ -247,12 +229,12 @@ def test_block_dtype_and_bad_input(rng):
         EncoderBlock(16, 3, 32, rng)
 
 
-# ── Encoder (a stack of blocks) ──────────────────────────────────────────────────────────────
+# ── Stack (the encoder: a stack of blocks) ──────────────────────────────────────────────────────────────
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
-def test_encoder_is_its_blocks_in_sequence(rng, norm_first):
-    enc = randomise(Encoder(3, 16, 4, 32, rng, norm_first=norm_first), rng)
+def test_stack_is_its_blocks_in_sequence(rng, norm_first):
+    enc = randomise(Stack(EncoderBlock, 3, 16, 4, 32, rng, norm_first=norm_first), rng)
     x = rng.standard_normal((2, 5, 16))
     h = x
     for layer in enc.layers:
@@ -263,26 +245,26 @@ def test_encoder_is_its_blocks_in_sequence(rng, norm_first):
     assert len({id(layer.ffn.W_1) for layer in enc.layers}) == 3, "each block has its own weights"
 
 
-def test_encoder_parameters_and_errors(rng):
-    post, pre = Encoder(2, 8, 2, 16, rng), Encoder(2, 8, 2, 16, rng, norm_first=True)
+def test_stack_parameters_and_errors(rng):
+    post, pre = Stack(EncoderBlock, 2, 8, 2, 16, rng), Stack(EncoderBlock, 2, 8, 2, 16, rng, norm_first=True)
     block_size = sum(p.size for p in post.layers[0].parameters().values())
     assert sum(p.size for p in post.parameters().values()) == 2 * block_size
     assert sum(p.size for p in pre.parameters().values()) == 2 * block_size + 16
     assert "layers.1.norm2.gamma" in post.parameters() and "norm.beta" in pre.parameters()
     assert post.norm is None and "norm.gamma" not in post.parameters()
-    other = randomise(Encoder(2, 8, 2, 16, rng), rng)
+    other = randomise(Stack(EncoderBlock, 2, 8, 2, 16, rng), rng)
     post.load_parameters(other.parameters())  # dotted names with list indices
     x = rng.standard_normal((4, 8))
     np.testing.assert_array_equal(post.forward(x), other.forward(x))
     for bad in (0, 2.0, True):
         with pytest.raises(ValueError, match="n_layers must be a positive int"):
-            Encoder(bad, 8, 2, 16, rng)
+            Stack(EncoderBlock, bad, 8, 2, 16, rng)
 
 
 def test_residual_stream_post_ln_fixed_pre_ln_grows(rng):
     d = 64
-    post = Encoder(4, d, 4, 4 * d, rng)
-    pre = Encoder(4, d, 4, 4 * d, rng, norm_first=True)
+    post = Stack(EncoderBlock, 4, d, 4, 4 * d, rng)
+    pre = Stack(EncoderBlock, 4, d, 4, 4 * d, rng, norm_first=True)
     for mine, theirs in zip(pre.layers, post.layers):
         mine.load_parameters(theirs.parameters())
     x = rng.standard_normal((1, 10, d))
@@ -310,13 +292,13 @@ def test_block_stages_follow_each_order(rng):
     pre = EncoderBlock(16, 4, 32, rng, norm_first=True)
     pre.load_parameters(post.parameters())
     x = rng.standard_normal((5, 16))
-    s = tw.block_stages(post, x)
+    s = block_stages(post, x)
     assert len(s) == len(tw.POST_LN_STAGES) == 7
     np.testing.assert_allclose(s[1], mha_reference(post.self_attn, x), atol=1e-12)
     np.testing.assert_allclose(s[3], ln_reference(x + s[1], post.norm1.gamma, post.norm1.beta),
                                atol=1e-12)
     np.testing.assert_array_equal(s[-1], post.forward(x))
-    p = tw.block_stages(pre, x)
+    p = block_stages(pre, x)
     np.testing.assert_allclose(p[1], ln_reference(x, pre.norm1.gamma, pre.norm1.beta), atol=1e-12)
     np.testing.assert_array_equal(p[-1], pre.forward(x))
     assert [name for name, _ in tw.PRE_LN_STAGES] == [
@@ -324,7 +306,7 @@ def test_block_stages_follow_each_order(rng):
 
 
 def test_block_explorer_recomputes_and_follows_the_toggle():
-    enc = Encoder(3, 16, 2, 32, np.random.default_rng(1))
+    enc = Stack(EncoderBlock, 3, 16, 2, 32, np.random.default_rng(1))
     x = np.random.default_rng(2).standard_normal((len(TOKENS), 16))
     ex = tw.block_explorer(TOKENS, enc, x)
     assert ex.last_error is None and ex.result["stage"] == 0
@@ -342,7 +324,7 @@ def test_block_explorer_recomputes_and_follows_the_toggle():
     assert ex.n_updates == updates + 1, "one recompute per change, even with linked controls"
     assert ex.controls["stage"].value == 6 and ex.controls["stage"].label == "6 · add"
     assert ex.result["formula"] == "out = r + f"
-    pre = Encoder(3, 16, 2, 32, np.random.default_rng(3), norm_first=True)
+    pre = Stack(EncoderBlock, 3, 16, 2, 32, np.random.default_rng(3), norm_first=True)
     for mine, theirs in zip(pre.layers, enc.layers):
         mine.load_parameters(theirs.parameters())
     ex.controls["layer"].value = 3
@@ -363,7 +345,7 @@ def test_block_explorer_recomputes_and_follows_the_toggle():
 def test_block_explorer_default_and_bad_arguments():
     ex = tw.block_explorer(TOKENS)
     assert ex.result["activations"].shape == (len(TOKENS), 64) and ex.controls["layer"].max == 6
-    with pytest.raises(ValueError, match="Post-LN Encoder"):
-        tw.block_explorer(TOKENS, Encoder(2, 16, 2, 32, np.random.default_rng(0), norm_first=True))
+    with pytest.raises(ValueError, match="Post-LN Stack of EncoderBlocks"):
+        tw.block_explorer(TOKENS, Stack(EncoderBlock, 2, 16, 2, 32, np.random.default_rng(0), norm_first=True))
     with pytest.raises(ValueError, match=r"x must have shape \(T=6, d_model=16\), got \(5, 16\)"):
-        tw.block_explorer(TOKENS, Encoder(2, 16, 2, 32, np.random.default_rng(0)), np.zeros((5, 16)))
+        tw.block_explorer(TOKENS, Stack(EncoderBlock, 2, 16, 2, 32, np.random.default_rng(0)), np.zeros((5, 16)))

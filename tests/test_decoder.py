@@ -4,23 +4,19 @@ import numpy as np
 import pytest
 
 from helpers import widgets as tw
+from helpers.module import clear_caches
 from helpers.transformer import (
     DecoderBlock,
+    KVCache,
     Transformer,
-    attention_step,
     causal_mask,
-    decoder_block_step,
     greedy_decode,
-    scaled_dot_product_attention,
+    kv_caches,
     transformer_parameter_count,
 )
+from tests.reference import loop_mha, randomise
 
 PAD, BOS, EOS = 0, 1, 2
-
-
-@pytest.fixture
-def rng():
-    return np.random.default_rng(8)
 
 
 def small_model(seed=0, **kw):
@@ -36,13 +32,7 @@ def reference_decoder_block(block, x, memory, self_mask, memory_mask):
         return (v - mu) / np.sqrt(var + 1e-5) * norm.gamma + norm.beta
 
     def mha(attn, q, kv, mask):
-        outs = []
-        for i in range(attn.n_heads):
-            c = slice(i * attn.d_k, (i + 1) * attn.d_k)
-            outs.append(scaled_dot_product_attention(
-                q @ attn.W_q[:, c] + attn.b_q[c], kv @ attn.W_k[:, c] + attn.b_k[c],
-                kv @ attn.W_v[:, c] + attn.b_v[c], mask)[0])
-        return np.concatenate(outs, -1) @ attn.W_o + attn.b_o
+        return loop_mha(attn, q, kv, kv, mask)
 
     x = ln(x + mha(block.self_attn, x, x, self_mask), block.norm1)
     x = ln(x + mha(block.cross_attn, x, memory, memory_mask), block.norm2)
@@ -145,13 +135,13 @@ def test_greedy_logits_are_the_forward_logits_after_eos_too(settings, use_cache)
 
 
 def test_pad_id_none_works_everywhere():
-    from helpers.training import cross_entropy, transformer_backward
+    from helpers.training import cross_entropy
 
     model = small_model(seed=2, pad_id=None)
     src, tgt = np.array([[0, 3, 4]]), np.array([[BOS, 0, 5]])  # id 0 is an ordinary token here
     logits = model.forward(src, tgt)
     _, d = cross_entropy(logits, np.array([[0, 5, EOS]]))
-    assert set(transformer_backward(model, d)) == set(model.parameters())
+    assert set(model.backward(d)[1]) == set(model.parameters())
     with_pad = small_model(seed=2)  # same weights; id 0 is padding: a different function
     assert not np.allclose(with_pad.forward(src, tgt), logits)
     tokens, _ = greedy_decode(model, src, BOS, EOS, 5)
@@ -183,21 +173,33 @@ def test_greedy_decode_bad_input(call, match):
         call(small_model())
 
 
-def test_attention_step_appends_to_the_cache(rng):
-    block = DecoderBlock(8, 2, 16, rng)
-    memory = rng.standard_normal((1, 3, 8))
-    cache = {}
-    xs = rng.standard_normal((1, 4, 8))
+def test_the_kv_cache_runs_the_same_forward_one_position_at_a_time(rng):
+    block = randomise(DecoderBlock(8, 2, 16, rng), rng, 0.2)
+    memory, xs = rng.standard_normal((1, 3, 8)), rng.standard_normal((1, 4, 8))
+    cache = {"self_attn": KVCache(), "cross_attn": KVCache(fixed=True)}
     for t in range(4):
-        out = decoder_block_step(block, xs[:, t:t + 1], memory, cache)
-        assert cache["self"]["K"].shape == (1, 2, t + 1, 4)
-        assert cache["cross"]["K"].shape == (1, 2, 3, 4)
+        out = block.forward(xs[:, t:t + 1], memory, causal_mask(t + 1)[t:], kv_cache=cache)
+        assert cache["self_attn"].K.shape == (1, 2, t + 1, 4) and cache["self_attn"].length == t + 1
+        if t == 0:
+            memory_keys = cache["cross_attn"].K
+        assert cache["cross_attn"].K is memory_keys  # the memory's keys: computed once
     full = block.forward(xs, memory, causal_mask(4))
-    np.testing.assert_allclose(out[:, 0], full[:, -1], atol=1e-12)
-    c = {}
-    y = attention_step(block.self_attn, xs[:, :1], c)
-    np.testing.assert_allclose(y, block.self_attn.forward(xs[:, :1], xs[:, :1], xs[:, :1]),
-                               atol=1e-12)
+    np.testing.assert_allclose(out[:, 0], full[:, -1], atol=1e-12, rtol=0)
+
+
+def test_decode_with_a_cache_continues_a_prompt(rng):
+    """A prompt of 3 positions at once, then 2 more: the same decoder outputs as without a
+    cache (the causal mask's rows for the new positions are used)."""
+    model = small_model(seed=3)
+    src, tgt = np.array([[3, 4, 5, 6]]), np.array([[BOS, 7, 8, 9, 10]])
+    memory, src_mask = model.encode(src)
+    caches = kv_caches(model.decoder)
+    first = model.decode(tgt[:, :3], memory, src_mask, caches)  # (1, 3, d_model)
+    rest = model.decode(tgt, memory, src_mask, caches)  # only positions 3 and 4 run
+    clear_caches(model)
+    full = model.decode(tgt, memory, src_mask)
+    assert first.shape == (1, 3, 16) and rest.shape == (1, 2, 16)
+    np.testing.assert_allclose(np.concatenate([first, rest], axis=1), full, atol=1e-12, rtol=0)
 
 
 @pytest.mark.parametrize("settings", [dict(), dict(share_embeddings=True),

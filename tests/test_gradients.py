@@ -1,4 +1,4 @@
-"""Every backward pass of helpers/training.py against central differences, in float64.
+"""Every backward pass (helpers/training.py) against central differences, in float64.
 
 Each module's loss is sum(G * output) for a fixed random G, so the analytic gradients come from
 backward(G). Inputs are checked too (they are "parameters" of the check). Sizes are tiny, masks
@@ -11,30 +11,15 @@ keeps the suite fast and still touches every array.
 import numpy as np
 import pytest
 
-from helpers.training import (
-    attention_backward,
-    cross_entropy,
-    decoder_backward,
-    decoder_block_backward,
-    dropout_backward,
-    encoder_backward,
-    encoder_block_backward,
-    ffn_backward,
-    gradient_check,
-    layer_norm_backward,
-    mha_backward,
-    softmax_backward,
-    transformer_backward,
-)
+from helpers.training import attention_backward, cross_entropy, gradient_check, softmax_backward
 from helpers.transformer import (
-    Decoder,
     DecoderBlock,
     Dropout,
-    Encoder,
     EncoderBlock,
     FeedForward,
     LayerNorm,
     MultiHeadAttention,
+    Stack,
     Transformer,
     causal_mask,
     padding_mask,
@@ -42,14 +27,10 @@ from helpers.transformer import (
     set_training,
     softmax,
 )
+from tests.reference import randomise
 
 TOL = 1e-6
 B, T, S, D, H, F = 2, 4, 5, 8, 2, 12
-
-
-def perturb(params, rng, scale=0.3):
-    for p in params.values():
-        p += rng.normal(0.0, scale, p.shape)
 
 
 def assert_gradients(f, params, grads, *, max_entries=None):
@@ -65,11 +46,6 @@ def assert_gradients(f, params, grads, *, max_entries=None):
         else:
             assert err < TOL, (name, err)
     return total
-
-
-@pytest.fixture
-def rng():
-    return np.random.default_rng(7)
 
 
 def test_softmax_backward(rng):
@@ -93,7 +69,7 @@ def test_attention_backward_with_mask(rng):
     mask[0, 0, 0, :] = True  # one query with every key blocked: zero output, zero gradient
     G = rng.standard_normal((B, H, T, 3))
     out, w = scaled_dot_product_attention(Q, K, V, mask)
-    d_Q, d_K, d_V = attention_backward((Q, K, V, w), G)
+    d_Q, d_K, d_V = attention_backward(Q, K, V, w, G)
 
     def f():
         return float(np.sum(G * scaled_dot_product_attention(Q, K, V, mask)[0]))
@@ -103,8 +79,7 @@ def test_attention_backward_with_mask(rng):
 
 @pytest.mark.parametrize("cross", [False, True])
 def test_mha_backward(rng, cross):
-    layer = MultiHeadAttention(D, H, rng)
-    perturb(layer.parameters(), rng)
+    layer = randomise(MultiHeadAttention(D, H, rng), rng)
     x = rng.standard_normal((B, T, D))
     memory = rng.standard_normal((B, S, D)) if cross else x
     if cross:
@@ -117,7 +92,7 @@ def test_mha_backward(rng, cross):
         return float(np.sum(G * layer.forward(x, memory, memory, mask)))
 
     f()
-    d_q, d_k, d_v, grads = mha_backward(layer, G)
+    (d_q, d_k, d_v), grads = layer.backward(G)
     assert list(grads) == list(layer.parameters())
     if cross:
         params, grads = {"x": x, "memory": memory, **layer.parameters()}, {
@@ -128,8 +103,7 @@ def test_mha_backward(rng, cross):
 
 
 def test_layer_norm_backward(rng):
-    norm = LayerNorm(D)
-    perturb(norm.parameters(), rng)
+    norm = randomise(LayerNorm(D), rng)
     x = rng.standard_normal((B, T, D)) * 3 + 1
     G = rng.standard_normal((B, T, D))
 
@@ -137,14 +111,13 @@ def test_layer_norm_backward(rng):
         return float(np.sum(G * norm.forward(x)))
 
     f()
-    d_x, grads = layer_norm_backward(norm, G)
+    d_x, grads = norm.backward(G)
     assert list(grads) == ["gamma", "beta"]
     assert_gradients(f, {"x": x, **norm.parameters()}, {"x": d_x, **grads})
 
 
 def test_ffn_backward(rng):
-    ffn = FeedForward(D, F, rng)
-    perturb(ffn.parameters(), rng, 0.1)
+    ffn = randomise(FeedForward(D, F, rng), rng, 0.1)
     x = rng.standard_normal((B, T, D))
     G = rng.standard_normal((B, T, D))
 
@@ -152,28 +125,28 @@ def test_ffn_backward(rng):
         return float(np.sum(G * ffn.forward(x)))
 
     f()
-    d_x, grads = ffn_backward(ffn, G)
+    d_x, grads = ffn.backward(G)
     assert list(grads) == list(ffn.parameters())
     assert_gradients(f, {"x": x, **ffn.parameters()}, {"x": d_x, **grads})
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
 @pytest.mark.parametrize("p", [0.0, 0.3], ids=["no dropout", "dropout 0.3"])
-def test_encoder_block_and_encoder_backward(rng, norm_first, p):
+def test_encoder_block_and_stack_backward(rng, norm_first, p):
     x = rng.standard_normal((B, T, D))
     mask = padding_mask(np.array([T, 2]), T)
     G = rng.standard_normal((B, T, D))
     block = EncoderBlock(D, H, F, rng, norm_first=norm_first, dropout=p)
-    stack = Encoder(2, D, H, F, rng, norm_first=norm_first, dropout=p)
-    for module, backward in ((block, encoder_block_backward), (stack, encoder_backward)):
-        perturb(module.parameters(), rng, 0.2)
+    stack = Stack(EncoderBlock, 2, D, H, F, rng, norm_first=norm_first, dropout=p)
+    for module in (block, stack):
+        randomise(module, rng, 0.2)
 
         def f(module=module):
             set_training(module, np.random.default_rng(3))  # the same masks at every call
             return float(np.sum(G * module.forward(x, mask)))
 
         f()
-        d_x, grads = backward(module, G)
+        d_x, grads = module.backward(G)
         assert list(grads) == list(module.parameters())
         assert_gradients(f, {"x": x, **module.parameters()}, {"x": d_x, **grads},
                          max_entries=16)
@@ -181,23 +154,23 @@ def test_encoder_block_and_encoder_backward(rng, norm_first, p):
 
 @pytest.mark.parametrize("norm_first", [False, True])
 @pytest.mark.parametrize("p", [0.0, 0.3], ids=["no dropout", "dropout 0.3"])
-def test_decoder_block_and_decoder_backward(rng, norm_first, p):
+def test_decoder_block_and_stack_backward(rng, norm_first, p):
     x = rng.standard_normal((B, T, D))
     memory = rng.standard_normal((B, S, D))
     self_mask = causal_mask(T) | padding_mask(np.array([T, 3]), T)
     memory_mask = padding_mask(np.array([S, 2]), S)
     G = rng.standard_normal((B, T, D))
     block = DecoderBlock(D, H, F, rng, norm_first=norm_first, dropout=p)
-    stack = Decoder(2, D, H, F, rng, norm_first=norm_first, dropout=p)
-    for module, backward in ((block, decoder_block_backward), (stack, decoder_backward)):
-        perturb(module.parameters(), rng, 0.2)
+    stack = Stack(DecoderBlock, 2, D, H, F, rng, norm_first=norm_first, dropout=p)
+    for module in (block, stack):
+        randomise(module, rng, 0.2)
 
         def f(module=module):
             set_training(module, np.random.default_rng(3))  # the same masks at every call
             return float(np.sum(G * module.forward(x, memory, self_mask, memory_mask)))
 
         f()
-        d_x, d_memory, grads = backward(module, G)
+        (d_x, d_memory), grads = module.backward(G)
         assert list(grads) == list(module.parameters())
         assert_gradients(f, {"x": x, "memory": memory, **module.parameters()},
                          {"x": d_x, "memory": d_memory, **grads}, max_entries=16)
@@ -226,10 +199,12 @@ def test_dropout_backward(rng):
         return float(np.sum(G * layer.forward(x)))
 
     f()
-    assert 0 < layer.cache.sum() < x.size  # something was dropped, something kept
-    assert_gradients(f, {"x": x}, {"x": dropout_backward(layer, G)})
+    assert 0 < layer.cache.keep.sum() < x.size  # something was dropped, something kept
+    d_x, grads = layer.backward(G)
+    assert grads == {}
+    assert_gradients(f, {"x": x}, {"x": d_x})
     layer.rng = None  # evaluation: the identity, and so is its backward
-    assert layer.forward(x) is x and dropout_backward(layer, G) is G
+    assert layer.forward(x) is x and layer.backward(G)[0] is G
 
 
 WHOLE_MODELS = {
@@ -248,7 +223,7 @@ def test_whole_model_backward(rng, settings):
     """Embeddings (times sqrt(d_model)), every block, the output projection and the loss."""
     model = Transformer(9, 9, rng, d_model=D, n_heads=H, d_ff=F, n_layers=2, max_len=16,
                         **settings)
-    perturb(model.parameters(), rng, 0.2)
+    randomise(model, rng, 0.2)
     src = rng.integers(3, 9, (B, S))
     src[1, 3:] = 0  # source padding
     tgt_in = rng.integers(3, 9, (B, T))
@@ -265,10 +240,10 @@ def test_whole_model_backward(rng, settings):
     _, d_logits = cross_entropy(model.forward(src, tgt_in), tgt_out, label_smoothing=0.1,
                                 ignore_id=0)
     if settings.get("dropout"):  # the masks really drop something, in every dropout layer
-        assert all(0 < layer.cache.mean() < 1 for layer in
+        assert all(0 < layer.cache.keep.mean() < 1 for layer in
                    (model.src_dropout, model.tgt_dropout, model.decoder.layers[1].dropout3))
-    grads = transformer_backward(model, d_logits)
-    assert list(grads) == list(model.parameters())
+    no_input_gradient, grads = model.backward(d_logits)
+    assert no_input_gradient is None and list(grads) == list(model.parameters())
     assert_gradients(f, model.parameters(), grads, max_entries=6)
 
 
@@ -282,7 +257,7 @@ def test_the_check_catches_a_wrong_gradient(rng):
 
     f()
     _, d_logits = cross_entropy(model.forward(src, tgt), tgt, ignore_id=0)
-    grads = transformer_backward(model, d_logits)
+    _, grads = model.backward(d_logits)
     params = {"src_embed": model.src_embed, "W_out": model.W_out}
     good, _ = gradient_check(f, params, {k: grads[k] for k in params})
     bad, per = gradient_check(f, params, {"src_embed": grads["src_embed"] / np.sqrt(D),

@@ -1,38 +1,26 @@
 """Notebook 04: causal and padding masks, fully blocked rows, the causal property, converters."""
 
-import io
-import math
 
 import numpy as np
 import pytest
 
 from helpers import widgets as tw
-from helpers.transformer import (
-    MultiHeadAttention,
-    causal_mask,
+from helpers.mask_formats import (
     lengths_from_padding_mask,
     mask_from_additive,
     mask_from_keep,
     mask_to_additive,
     mask_to_keep,
+)
+from helpers.transformer import (
+    MultiHeadAttention,
+    causal_mask,
     padding_mask,
     padding_mask_from_tokens,
     scaled_dot_product_attention,
     softmax,
 )
-
-
-@pytest.fixture
-def rng():
-    return np.random.default_rng(4)
-
-
-def random_layer(d_model, h, rng):
-    """A random layer with random biases, so that "output = b_o" cannot pass by accident."""
-    layer = MultiHeadAttention(d_model, h, rng)
-    for name in ("b_q", "b_k", "b_v", "b_o"):
-        setattr(layer, name, rng.standard_normal(d_model))
-    return layer
+from tests.reference import loop_attention, randomise
 
 
 def every_mask(T_q, T_k):
@@ -40,22 +28,6 @@ def every_mask(T_q, T_k):
     n = T_q * T_k
     bits = (np.arange(2**n)[:, None] >> np.arange(n)) & 1
     return bits.astype(bool).reshape(-1, T_q, T_k)
-
-
-def reference_attention(Q, K, V, mask):
-    """Independent attention for one (T_q, d), (T_k, d), (T_k, d_v), (T_q, T_k): math, loops."""
-    out, weights = np.zeros((len(Q), V.shape[1])), np.zeros((len(Q), len(K)))
-    for i in range(len(Q)):
-        allowed = [j for j in range(len(K)) if not mask[i, j]]
-        if not allowed:
-            continue  # the documented choice: zero weights, zero output
-        s = {j: float(Q[i] @ K[j]) / math.sqrt(Q.shape[1]) for j in allowed}
-        top = max(s.values())
-        total = sum(math.exp(v - top) for v in s.values())
-        for j in allowed:
-            weights[i, j] = math.exp(s[j] - top) / total
-        out[i] = sum(weights[i, j] * V[j] for j in allowed)
-    return out, weights
 
 
 # ── the masks ───────────────────────────────────────────────────────────────────────────────
@@ -93,7 +65,7 @@ def test_combined_mask_shape_and_meaning():
 
 
 def test_head_axis_is_inserted_for_a_mask_of_the_inputs_rank(rng):
-    layer = random_layer(8, 2, rng)
+    layer = randomise(MultiHeadAttention(8, 2, rng), rng)
     x = rng.standard_normal((3, 4, 8))
     mask = causal_mask(4) | padding_mask([2, 4, 3], 4)  # (3, 1, 4, 4)
     out4 = layer.forward(x, x, x, mask)
@@ -120,14 +92,14 @@ def test_every_mask_pattern_function(rng, T_q, T_k, dtype):
     tol = 1e-12 if dtype == np.float64 else 1e-5
     np.testing.assert_allclose(w[~full].sum(-1), 1, atol=tol)
     for k in range(0, n, max(1, n // 64)):  # an independent computation on a spread of masks
-        ref_out, ref_w = reference_attention(Q, K, V, masks[k])
+        ref_out, ref_w = loop_attention(Q, K, V, masks[k])
         np.testing.assert_allclose(w[k], ref_w, atol=tol)
         np.testing.assert_allclose(out[k], ref_out, atol=10 * tol)
 
 
 def test_every_mask_pattern_multi_head_layer(rng):
     masks = every_mask(3, 3)  # all 512
-    layer = random_layer(12, 3, rng)
+    layer = randomise(MultiHeadAttention(12, 3, rng), rng)
     x = np.broadcast_to(rng.standard_normal((3, 12)), (512, 3, 12))
     out = layer.forward(x, x, x, mask=masks[:, None])  # (512, 1, 3, 3)
     w = layer.weights  # (512, h, 3, 3)
@@ -167,7 +139,7 @@ def test_mask_after_softmax_is_not_mask_before(rng):
 
 @pytest.mark.parametrize("t", [1, 4, 7])
 def test_changing_the_future_leaves_the_past_bit_identical(rng, t):
-    layer = random_layer(16, 4, rng)
+    layer = randomise(MultiHeadAttention(16, 4, rng), rng)
     x = rng.standard_normal((2, 8, 16))
     x_new = x.copy()
     x_new[:, t:] = rng.standard_normal((2, 8 - t, 16))
@@ -180,7 +152,7 @@ def test_changing_the_future_leaves_the_past_bit_identical(rng, t):
 
 
 def test_all_at_once_equals_one_at_a_time(rng):
-    layer = random_layer(16, 4, rng)
+    layer = randomise(MultiHeadAttention(16, 4, rng), rng)
     x = rng.standard_normal((2, 9, 16))
     steps = [layer.forward(x[:, t:t + 1], x[:, :t + 1], x[:, :t + 1]) for t in range(9)]
     np.testing.assert_allclose(layer.forward(x, x, x, causal_mask(9)),
@@ -188,7 +160,7 @@ def test_all_at_once_equals_one_at_a_time(rng):
 
 
 def test_padded_keys_get_zero_weight_and_padded_queries_are_garbage(rng):
-    layer = random_layer(16, 4, rng)
+    layer = randomise(MultiHeadAttention(16, 4, rng), rng)
     lengths = np.array([5, 2, 3])
     pm = padding_mask(lengths, 5)
     x = rng.standard_normal((3, 5, 16))
@@ -317,9 +289,9 @@ def explorer_reference(result):
     out = []
     for i in range(layer.n_heads):
         c = slice(i * d_k, (i + 1) * d_k)
-        out.append(reference_attention(x @ layer.W_q[:, c] + layer.b_q[c],
-                                       x @ layer.W_k[:, c] + layer.b_k[c],
-                                       x @ layer.W_v[:, c] + layer.b_v[c], mask)[1])
+        out.append(loop_attention(x @ layer.W_q[:, c] + layer.b_q[c],
+                                  x @ layer.W_k[:, c] + layer.b_k[c],
+                                  x @ layer.W_v[:, c] + layer.b_v[c], mask)[1])
     return np.stack(out)  # (h, T, T)
 
 
@@ -366,17 +338,10 @@ def test_mask_explorer_length_and_padding_controls():
 
 
 def test_mask_explorer_fast_path_draws_what_a_full_redraw_draws():
-    import PIL.Image
-
     ex = tw.mask_explorer(T=7, n_pad=2)
-    for name, value in (("head", 2), ("causal", False), ("n_pad", 5)):
-        ex.controls[name].value = value  # same T: fast path
-        fast = np.asarray(PIL.Image.open(io.BytesIO(bytes(ex.image.value))))
-        ex._drawn.clear()  # force a full redraw of the same state
-        ex.update()
-        full = np.asarray(PIL.Image.open(io.BytesIO(bytes(ex.image.value))))
-        np.testing.assert_array_equal(fast, full)
-    assert set(ex._drawn) == {7}, "one cached figure per length T"
+    for name, value in (("head", 2), ("causal", False), ("n_pad", 5), ("padding", False)):
+        tw.assert_fast_path_matches_redraw(ex, name, value)  # same T: fast path, one figure
+    assert ex.cached_layouts == [7], "one cached figure per length T"
 
 
 def test_mask_explorer_rejects_bad_arguments():

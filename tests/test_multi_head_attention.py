@@ -10,28 +10,7 @@ from helpers.transformer import (
     scaled_dot_product_attention,
     split_heads,
 )
-
-
-@pytest.fixture
-def rng():
-    return np.random.default_rng(5)
-
-
-def loop_reference(layer, query, key, value, mask=None):
-    """Independent implementation: one single-head attention per head, on column slices."""
-    outs = []
-    for i in range(layer.n_heads):
-        c = slice(i * layer.d_k, (i + 1) * layer.d_k)
-        outs.append(scaled_dot_product_attention(
-            query @ layer.W_q[:, c] + layer.b_q[c], key @ layer.W_k[:, c] + layer.b_k[c],
-            value @ layer.W_v[:, c] + layer.b_v[c], mask)[0])
-    return np.concatenate(outs, axis=-1) @ layer.W_o + layer.b_o
-
-
-def with_random_biases(layer, rng):
-    for name in ("b_q", "b_k", "b_v", "b_o"):
-        setattr(layer, name, rng.standard_normal(layer.d_model))
-    return layer
+from tests.reference import loop_mha, randomise
 
 
 def test_split_merge_round_trip_and_slices(rng):
@@ -50,24 +29,24 @@ def test_reshape_only_merge_is_wrong():
 
 @pytest.mark.parametrize("shape,h", [((5, 12), 4), ((2, 5, 12), 4), ((2, 3, 5, 12), 2), ((1, 7, 8), 8)])
 def test_forward_matches_loop_over_heads(rng, shape, h):
-    layer = with_random_biases(MultiHeadAttention(shape[-1], h, rng), rng)
+    layer = randomise(MultiHeadAttention(shape[-1], h, rng), rng)
     x = rng.standard_normal(shape)
     out = layer.forward(x, x, x)
     assert out.shape == shape and layer.weights.shape == (*shape[:-2], h, shape[-2], shape[-2])
-    np.testing.assert_allclose(out, loop_reference(layer, x, x, x), atol=1e-12)
+    np.testing.assert_allclose(out, loop_mha(layer, x, x, x), atol=1e-12)
 
 
 def test_cross_attention_shapes_and_values(rng):
-    layer = with_random_biases(MultiHeadAttention(16, 4, rng), rng)
+    layer = randomise(MultiHeadAttention(16, 4, rng), rng)
     q, kv = rng.standard_normal((3, 2, 16)), rng.standard_normal((3, 6, 16))
     out = layer.forward(q, kv, kv)
     assert out.shape == (3, 2, 16) and layer.weights.shape == (3, 4, 2, 6)
-    np.testing.assert_allclose(out, loop_reference(layer, q, kv, kv), atol=1e-12)
+    np.testing.assert_allclose(out, loop_mha(layer, q, kv, kv), atol=1e-12)
     np.testing.assert_allclose(layer.weights.sum(-1), 1.0, atol=1e-12)
 
 
 def test_head_isolation_gives_exactly_that_heads_contribution(rng):
-    layer = with_random_biases(MultiHeadAttention(12, 3, rng), rng)
+    layer = randomise(MultiHeadAttention(12, 3, rng), rng)
     x = rng.standard_normal((2, 4, 12))
     for i in range(3):
         iso = MultiHeadAttention(12, 3, rng)
@@ -83,7 +62,7 @@ def test_head_isolation_gives_exactly_that_heads_contribution(rng):
 
 
 def test_heads_sum_to_the_output(rng):
-    layer = with_random_biases(MultiHeadAttention(12, 3, rng), rng)
+    layer = randomise(MultiHeadAttention(12, 3, rng), rng)
     x = rng.standard_normal((4, 12))
     total = -2 * layer.b_o  # three isolated outputs each include b_o once
     for i in range(3):
@@ -95,7 +74,7 @@ def test_heads_sum_to_the_output(rng):
 
 
 def test_permutation_properties(rng):
-    layer = with_random_biases(MultiHeadAttention(8, 2, rng), rng)
+    layer = randomise(MultiHeadAttention(8, 2, rng), rng)
     x, kv = rng.standard_normal((5, 8)), rng.standard_normal((6, 8))
     p = rng.permutation(6)
     np.testing.assert_allclose(layer.forward(x, kv[p], kv[p]), layer.forward(x, kv, kv), atol=1e-12)
@@ -112,7 +91,7 @@ def test_mask_with_input_rank_gets_a_head_axis(rng):
     b = layer.forward(x, x, x, mask=causal)
     np.testing.assert_allclose(a, b, atol=1e-12)
     assert np.all(layer.weights[..., causal] == 0)
-    np.testing.assert_allclose(a, loop_reference(layer, x, x, x, causal), atol=1e-12)
+    np.testing.assert_allclose(a, loop_mha(layer, x, x, x, causal), atol=1e-12)
 
 
 def test_parameters_and_loading(rng):
@@ -125,7 +104,7 @@ def test_parameters_and_loading(rng):
     x = rng.standard_normal((3, 8))
     np.testing.assert_array_equal(other.forward(x, x, x), layer.forward(x, x, x))
     assert other.W_q is not layer.W_q, "load_parameters copies"
-    with pytest.raises(ValueError, match=r"expected parameters"):
+    with pytest.raises(ValueError, match=r"parameter names differ"):
         other.load_parameters({"W_q": params["W_q"]})
     with pytest.raises(ValueError, match=r"W_o: expected shape \(8, 8\), got \(8, 4\)"):
         other.load_parameters({**params, "W_o": np.zeros((8, 4))})

@@ -1,12 +1,10 @@
 """Notebook 03: sinusoidal positional encoding, the shift matrix M_k, and the PE explorer."""
 
-import io
 import math
 import re
 from unittest import mock
 
 import numpy as np
-import PIL.Image
 import pytest
 
 from helpers import widgets as tw
@@ -251,17 +249,12 @@ def test_explorer_keeps_pos_plus_k_inside_the_table():
 
 def test_explorer_keeps_one_figure_and_its_fast_path_matches_a_full_redraw():
     ex = tw.pe_explorer()
-    for T, d in ((20, 8), (100, 512), (50, 64)):
-        ex.controls["positions"].value = T
-        ex.controls["d_model"].value = d
-    assert len(ex._drawn) == 1, "one cached figure, however many table sizes were shown"
-    ex.controls["dim"].value = 33
-    ex.controls["offset"].value = -4  # fast path
-    fast = np.asarray(PIL.Image.open(io.BytesIO(bytes(ex.image.value))))
-    ex._drawn.clear()
-    ex.update()  # full redraw of the same state
-    full = np.asarray(PIL.Image.open(io.BytesIO(bytes(ex.image.value))))
-    np.testing.assert_array_equal(fast, full)
+    for T, d in ((20, 8), (100, 512), (50, 64)):  # every change, even of the size: fast path
+        tw.assert_fast_path_matches_redraw(ex, "positions", T)
+        tw.assert_fast_path_matches_redraw(ex, "d_model", d)
+    assert len(ex.cached_layouts) == 1, "one cached figure, however many table sizes were shown"
+    tw.assert_fast_path_matches_redraw(ex, "dim", 33)
+    tw.assert_fast_path_matches_redraw(ex, "offset", -4)
 
 
 def test_explorer_compute_rejects_a_target_outside_the_table():

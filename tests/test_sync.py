@@ -206,15 +206,24 @@ def test_helpers_mirror_the_notebooks():
     assert not problems, "\n\n".join(problems)
 
 
-def test_model_file_is_numpy_only():
-    tree = ast.parse((ROOT / "helpers" / "transformer.py").read_text(encoding="utf-8"))
+MODEL_FILES = {"transformer.py": {"helpers.module", "helpers.validation"}, "module.py": set(),
+               "validation.py": set()}
+
+
+@pytest.mark.parametrize("name", sorted(MODEL_FILES))
+def test_model_files_are_numpy_only(name):
+    """The model, its module protocol and its input checks need NumPy and the standard library
+    only; the model imports the other two and nothing else from helpers."""
+    tree = ast.parse((ROOT / "helpers" / name).read_text(encoding="utf-8"))
     imported = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            imported |= {a.name.split(".")[0] for a in node.names}
+            imported |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):
-            imported.add((node.module or "").split(".")[0])
-    assert imported <= MODEL_IMPORTS, f"transformer.py imports {imported - MODEL_IMPORTS}"
+            imported.add(node.module or "")
+    allowed = MODEL_FILES[name]
+    outside = {m for m in imported if m not in allowed and m.split(".")[0] not in MODEL_IMPORTS}
+    assert not outside, f"{name} imports {outside}"
 
 
 # ── the checker itself can fail ──────────────────────────────────────────────────────────────
@@ -276,3 +285,48 @@ def test_checker_reports_code_in_a_saved_cell(tiny):
     root, _, nbs = tiny
     write_notebook(nbs[0], ["# saved in helpers/m.py\ndef f(x):\n    return x\n\nprint(f(1))"])
     assert any("holds only definitions" in p for p in sync_problems(nbs, root))
+
+
+# ── the layout of helpers/ ───────────────────────────────────────────────────────────────────
+
+LAYERS = {  # a module may import only modules of a lower layer (README, "Layout")
+    "helpers.module": 0, "helpers.validation": 0, "helpers.report": 0, "helpers.plots": 0,
+    "helpers.transformer": 1, "helpers.mask_formats": 1,
+    "helpers.training": 2, "helpers.data": 2,
+    "helpers.reversal": 3,
+    "helpers.analysis": 4,
+    "helpers.widgets.explorer": 5,
+    **{f"helpers.widgets.{m}": 6 for m in ("attention", "positions", "masks", "blocks",
+                                            "decoder", "training", "cost")},
+    "helpers.widgets": 7,
+}
+
+
+def helpers_modules():
+    for path in sorted((ROOT / "helpers").rglob("*.py")):
+        name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        if name != "helpers":
+            yield name, path
+
+
+def test_every_helpers_module_has_a_layer():
+    assert {name for name, _ in helpers_modules()} == set(LAYERS)
+
+
+@pytest.mark.parametrize("name, path", list(helpers_modules()), ids=lambda v: str(v))
+def test_imports_point_only_downward(name, path):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    imported = set()
+    for node in ast.walk(tree):  # function bodies too: no import hides inside a function
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("helpers"):
+            imported.add(node.module)
+        elif isinstance(node, ast.Import):
+            imported |= {a.name for a in node.names if a.name.startswith("helpers")}
+    upward = {m for m in imported if LAYERS.get(m, 99) >= LAYERS[name]}
+    assert not upward, f"{name} (layer {LAYERS[name]}) imports {upward}"
+
+
+@pytest.mark.parametrize("name, path", list(helpers_modules()), ids=lambda v: str(v))
+def test_no_helpers_module_is_over_800_lines(name, path):
+    n = len(path.read_text(encoding="utf-8").splitlines())
+    assert n <= 800, f"{name}: {n} lines; split it by topic"

@@ -1,5 +1,6 @@
-"""helpers/training.py (schedule, Adam, loss, dropout, the reversal task), helpers/data.py and
-the notebook 07 widgets. Gradient checks are in tests/test_gradients.py."""
+"""helpers/training.py (schedule, Adam, loss, dropout, the training loop), helpers/reversal.py
+(the reversal task), helpers/data.py and the notebook 07 widgets. Gradient checks are in
+tests/test_gradients.py, the module protocol in tests/test_module.py."""
 
 import json
 import shutil
@@ -7,31 +8,38 @@ import shutil
 import numpy as np
 import pytest
 
-from helpers import training
+from helpers import reversal, training
 from helpers import widgets as tw
 from helpers.data import REVERSE_MANIFEST, REVERSE_MODEL, load_reverse_model, sha256
-from helpers.training import (
+from helpers.module import Module, add_to_class
+from helpers.reversal import (
     BOS,
     EOS,
     MAX_LEN,
     PAD,
     REVERSE_CONFIG,
-    Adam,
     anti_diagonal_mass,
-    clip_by_global_norm,
-    cross_entropy,
-    dropout_backward,
     exact_match,
-    first_below,
-    log_softmax,
-    lrate,
-    lrate_linear_decay,
     make_targets,
     reverse_task,
     sample_sequences,
     train_reverse,
 )
-from helpers.transformer import Dropout, Transformer, dropout_layers, greedy_decode, set_training
+from helpers.training import (
+    Adam,
+    clip_by_global_norm,
+    cross_entropy,
+    first_below,
+    log_softmax,
+    lrate,
+    lrate_linear_decay,
+    train,
+)
+from helpers.transformer import Dropout, Transformer, TransformerConfig, greedy_decode, set_training
+
+
+def dropout_layers(model):
+    return [m for m in model.modules() if isinstance(m, Dropout)]
 
 # ── schedule ─────────────────────────────────────────────────────────────────────────────────
 
@@ -163,16 +171,16 @@ def test_cross_entropy_bad_input():
 def test_dropout_train_and_eval():
     x = np.ones((400, 500), dtype=np.float32)
     layer = Dropout(0.1)
-    assert layer.forward(x) is x and layer.cache is None  # evaluation mode by default
+    assert layer.forward(x) is x and layer.cache.keep is None  # evaluation mode by default
     set_training(layer, np.random.default_rng(0))
     y = layer.forward(x)
-    keep = layer.cache
+    keep = layer.cache.keep
     assert abs((~keep).mean() - 0.1) < 0.005 and y.dtype == np.float32
     assert np.all(y[keep] == pytest.approx(1 / 0.9)) and np.all(y[~keep] == 0)
     assert abs(y.mean() - 1.0) < 0.01  # inverted dropout keeps the expected value
-    np.testing.assert_array_equal(dropout_backward(layer, np.ones_like(x)), y)
+    np.testing.assert_array_equal(layer.backward(np.ones_like(x))[0], y)
     set_training(layer, None)
-    assert layer.forward(x) is x and dropout_backward(layer, x) is x
+    assert layer.forward(x) is x and layer.backward(x)[0] is x
     for p in (1.0, -0.1, True, "0.1"):
         with pytest.raises(ValueError, match="p \\(the dropout probability\\)"):
             Dropout(p)
@@ -255,14 +263,54 @@ def test_anti_diagonal_mass():
 @pytest.mark.parametrize("patience, stop", [(1, 2), (2, 5), (3, 6), (None, 8)])
 def test_training_stops_after_patience_perfect_validations(monkeypatch, patience, stop):
     scripted = iter([0.5, 1.0, 0.9, 1.0, 1.0, 1.0, 1.0, 1.0])
-    monkeypatch.setattr(training, "exact_match", lambda model, src, tgt: np.array([next(scripted)]))
-    model = Transformer(13, 13, np.random.default_rng(0), d_model=8, n_heads=2, d_ff=16,
-                        n_layers=1, max_len=MAX_LEN + 1)
-    history = training.train(model, np.random.default_rng(1), lambda step: 1e-3, steps=8,
-                             batch_size=4, validation=(None, None), eval_every=1,
-                             patience=patience)
+    monkeypatch.setattr(reversal, "exact_match", lambda model, src, tgt: np.array([next(scripted)]))
+    _, history, _ = train_reverse(0, budget=8, eval_every=1, patience=patience)
     assert len(history["loss"]) == stop and history["accuracy"][-1] == 1.0
     assert len(history["grad_norm"]) == len(history["lr"]) == stop
+    assert history["eval_step"] == list(range(1, stop + 1))
+
+
+class Linear(Module):
+    """y = x @ W: a module of this test's own, following the protocol, for a task that has
+    nothing to do with sequences."""
+
+    param_names = ("W",)
+
+    def __init__(self, rng):
+        self.W = rng.standard_normal((3, 2))
+
+    def forward(self, x):
+        self.cache = x
+        return x @ self.W
+
+
+@add_to_class(Linear, "backward")
+def linear_module_backward(self, d_out):
+    x = self.saved()
+    return d_out @ self.W.T, {"W": x.T @ d_out}
+
+
+def test_train_is_task_neutral(rng):
+    """train() fits a least-squares problem: any module, any batches, any loss."""
+    W_true = np.array([[1.0, -2.0], [0.5, 0.0], [3.0, 1.0]])
+
+    def batches(step):
+        x = rng.standard_normal((32, 3))
+        return (x,), x @ W_true
+
+    def mse(y, target):
+        return float(((y - target) ** 2).mean()), 2 * (y - target) / y.size
+
+    seen = []
+    model = Linear(np.random.default_rng(0))
+    history = train(model, batches, mse, lambda step: 0.05, steps=300,
+                    evaluate=lambda m: {"error": float(np.abs(m.W - W_true).max())},
+                    eval_every=100, stop=lambda h: bool(h.get("error")) and h["error"][-1] < 1e-3,
+                    callback=lambda h, m: seen.append(len(h["loss"])))
+    assert history["loss"][-1] < 1e-4 * history["loss"][0]
+    assert history["eval_step"] == [100, 200] and history["error"][-1] < 1e-3  # stopped early
+    assert seen == list(range(1, 201)) and sorted(history) == ["error", "eval_step", "grad_norm",
+                                                              "loss", "lr"]
 
 
 def test_training_is_deterministic_and_lowers_the_loss():
@@ -321,11 +369,8 @@ def test_clipping_stops_a_diverged_training():
 
 @pytest.mark.parametrize("patience", [0, -1, 1.5])
 def test_patience_is_a_positive_int_or_none(patience):
-    model = Transformer(13, 13, np.random.default_rng(0), d_model=8, n_heads=2, d_ff=16,
-                        n_layers=1, max_len=MAX_LEN + 1)
     with pytest.raises(ValueError, match="patience must be a positive int"):
-        training.train(model, np.random.default_rng(1), lambda step: 1e-3, steps=2,
-                       batch_size=4, patience=patience)
+        train_reverse(0, budget=2, patience=patience)
 
 
 # ── the committed weights ────────────────────────────────────────────────────────────────────
@@ -337,7 +382,8 @@ def test_committed_model_reverses_every_held_out_sequence():
     for name in ("val", "test"):
         assert exact_match(model, task[name]["src"], task[name]["tgt_out"]).mean() == 1.0
     assert info["training"]["test_exact_match"] == 1.0
-    assert info["config"] == REVERSE_CONFIG and info["sha256"] == sha256(REVERSE_MODEL)
+    assert TransformerConfig(**info["config"]) == REVERSE_CONFIG
+    assert info["sha256"] == sha256(REVERSE_MODEL)
 
 
 def test_loader_refuses_a_corrupted_file(tmp_path):
@@ -369,9 +415,7 @@ def test_loader_refuses_arrays_that_do_not_match(tmp_path):
 @pytest.fixture(scope="module")
 def comparison():
     trained, _ = load_reverse_model()
-    config = dict(REVERSE_CONFIG)
-    dtype = config.pop("dtype")
-    random_model = Transformer(rng=np.random.default_rng(0), dtype=dtype, **config)
+    random_model = Transformer.from_config(REVERSE_CONFIG, np.random.default_rng(0))
     return tw.attention_comparison(random_model, trained, ["3 1 4 1 5 9 2 6", "2 7 1 8"],
                                    note="test")
 

@@ -1,4 +1,4 @@
-"""helpers/widgets.py, driven in-kernel: set a control's .value, assert what the explorer shows."""
+"""helpers/widgets/, driven in-kernel: set a control's .value, assert what the explorer shows."""
 
 from unittest import mock
 
@@ -6,8 +6,10 @@ import ipywidgets as W
 import numpy as np
 import pytest
 
+from helpers import analysis
 from helpers import widgets as tw
 from helpers.transformer import scaled_dot_product_attention, softmax
+from helpers.widgets.explorer import animate
 
 
 def make_counter_explorer(fail_at=None):
@@ -114,19 +116,52 @@ def test_display_value_and_kinds():
 
 
 def test_entropy_closed_form():
-    np.testing.assert_allclose(tw.entropy(np.full(4, 0.25)), np.log(4))
-    assert tw.entropy(np.array([1.0, 0.0])) == 0.0
+    np.testing.assert_allclose(analysis.entropy(np.full(4, 0.25)), np.log(4))
+    assert analysis.entropy(np.array([1.0, 0.0])) == 0.0
+
+
+def test_the_package_exports_every_name_the_notebooks_use():
+    assert all(hasattr(tw, name) for name in tw.__all__)
+    for name in analysis.__all__:  # what is not a widget lives in helpers.analysis only
+        assert not hasattr(tw, name), f"{name} is re-exported by helpers.widgets"
 
 
 def test_fast_path_draws_exactly_what_a_full_redraw_draws():
-    import io
-
-    import PIL.Image
-
     ex = tw.scaling_explorer()
-    ex.controls["d_k"].value = 256  # fast path (blitting onto the cached background)
-    fast = np.asarray(PIL.Image.open(io.BytesIO(bytes(ex.image.value))))
-    ex._drawn.clear()  # force a full redraw of the same state
-    ex.update()
-    full = np.asarray(PIL.Image.open(io.BytesIO(bytes(ex.image.value))))
-    np.testing.assert_array_equal(fast, full)
+    for name, value in (("d_k", 256), ("scaled", False), ("d_k", 1)):
+        tw.assert_fast_path_matches_redraw(ex, name, value)  # blitting onto the kept background
+    assert ex.cached_layouts == [None], "one layout, one figure"
+
+
+def make_blitting_explorer(broken=False):
+    """A heatmap and a title on the fast path; `broken` forgets to update the title."""
+    controls = {"n": W.IntSlider(value=1, min=0, max=10)}
+
+    def draw(fig, result, values):
+        ax = fig.subplots()
+        image = ax.imshow(result, vmin=0, vmax=10)
+        ax.set_title(f"n = {values['n']}")
+        changing = animate([image, ax.title])
+
+        def refresh(result, values):
+            image.set_data(result)
+            if not broken:
+                ax.set_title(f"n = {values['n']}")
+            return changing if values["n"] < 8 else None  # from 8 on: a full redraw
+
+        return refresh
+
+    return tw.Explorer(controls, lambda n: np.full((2, 2), float(n)), draw, figsize=(2, 2))
+
+
+def test_fast_path_check_catches_a_broken_refresh_and_a_change_without_fast_path():
+    good, broken = make_blitting_explorer(), make_blitting_explorer(broken=True)
+    fast = tw.assert_fast_path_matches_redraw(good, "n", 3)
+    assert fast.ndim == 3 and good.n_full_draws == 1
+    with pytest.raises(AssertionError, match=r"differs from a full redraw in \d+ of"):
+        tw.assert_fast_path_matches_redraw(broken, "n", 3)  # the title still says n = 1
+    with pytest.raises(AssertionError, match="drawn from scratch"):
+        tw.assert_fast_path_matches_redraw(good, "n", 9)
+    with pytest.raises(AssertionError, match="no update"):
+        tw.assert_fast_path_matches_redraw(good, "n", 9)
+    assert good.cached_layouts == [None] and good.n_full_draws == 2

@@ -1,0 +1,162 @@
+"""The reversal task of notebook 07: digit sequences, their reversal, the recipe that learns it.
+
+Every definition below is written in notebook 07 first, in a cell that starts with
+``# saved in helpers/reversal.py``; ``tests/test_sync.py`` proves the two copies are identical.
+The training loop itself, ``helpers.training.train``, knows nothing of this task.
+"""
+
+from dataclasses import replace
+
+import numpy as np
+
+from helpers.training import cross_entropy, lrate, lrate_linear_decay, train
+from helpers.transformer import Transformer, TransformerConfig, greedy_decode
+from helpers.validation import check_positive_int
+
+# ── 07 · Training ─────────────────────────────────────────────────────────────────────────────
+
+
+PAD = 0
+BOS = 1
+EOS = 2
+DIGITS = 10
+MAX_LEN = 10
+VOCAB_SIZE = 3 + DIGITS
+
+
+def sample_sequences(rng, n, *, max_len=MAX_LEN, exclude=None):
+    """n random digit sequences of lengths 1..max_len, right-padded: (src (n, max_len), lengths).
+
+    Digit d is token d + 3 (0, 1, 2 are PAD, BOS, EOS). A sequence whose bytes are in the set
+    `exclude` (the held-out test sequences) is drawn again.
+    """
+    lengths = rng.integers(1, max_len + 1, size=n)
+    src = rng.integers(3, 3 + DIGITS, size=(n, max_len))
+    src[np.arange(max_len) >= lengths[:, None]] = PAD
+    if exclude:
+        again = np.array([row.tobytes() in exclude for row in src])
+        if again.any():
+            src[again], lengths[again] = sample_sequences(rng, int(again.sum()), max_len=max_len,
+                                                          exclude=exclude)
+    return src, lengths
+
+
+def make_targets(src, lengths, task="reverse"):
+    """Decoder input and target for a batch: (tgt_in, tgt_out), each (n, max_len + 1).
+
+    task "reverse": tgt_out = the source reversed, then EOS, then PAD; "copy": the source itself.
+    tgt_in = BOS followed by tgt_out shifted right (teacher forcing).
+    """
+    n, max_len = src.shape
+    pos = np.arange(max_len)
+    if task == "reverse":
+        idx = np.clip(lengths[:, None] - 1 - pos, 0, None)  # (n, max_len): source index to read
+        body = np.where(pos < lengths[:, None], np.take_along_axis(src, idx, axis=1), PAD)
+    elif task == "copy":
+        body = src
+    else:
+        raise ValueError(f"task must be 'reverse' or 'copy', got {task!r}")
+    tgt_out = np.concatenate([body, np.full((n, 1), PAD)], axis=1)  # (n, max_len + 1)
+    tgt_out[np.arange(n), lengths] = EOS
+    tgt_in = np.concatenate([np.full((n, 1), BOS), tgt_out[:, :-1]], axis=1)
+    tgt_in[tgt_in == EOS] = PAD  # EOS is only ever predicted, never read
+    return tgt_in, tgt_out
+
+
+def reverse_task(n_val=1000, n_test=1000, seed=2017):
+    """Two held-out sets: "val" (n_val sequences, to watch training and choose the recipe) and
+    "test" (n_test sequences, evaluated once at the end), each a dict of src, lengths, tgt_out;
+    and "exclude", the bytes of every sequence of length >= 4 in either set, which training never
+    draws. No test sequence of length >= 4 is in the validation set. Lengths 1-3 have only 10, 100
+    and 1,000 possible sequences: those are in both sets and in training."""
+    rng = np.random.default_rng(seed)
+    sets = {}
+    for name, n in (("val", n_val), ("test", n_test)):
+        seen = {row.tobytes() for s in sets.values() for row, k in zip(s["src"], s["lengths"])
+                if k >= 4}
+        src, lengths = sample_sequences(rng, n, exclude=seen)
+        sets[name] = {"src": src, "lengths": lengths, "tgt_out": make_targets(src, lengths)[1]}
+    exclude = {row.tobytes() for s in sets.values() for row, k in zip(s["src"], s["lengths"])
+               if k >= 4}
+    return {**sets, "exclude": exclude}
+
+
+def exact_match(model, src, tgt_out):
+    """Greedy decoding (notebook 06) of every source; True where the output, EOS included,
+    equals tgt_out exactly. Returns a boolean array (n,)."""
+    tokens, _ = greedy_decode(model, src, BOS, EOS, tgt_out.shape[1])
+    out = np.full(tgt_out.shape, PAD)
+    out[:, :tokens.shape[1] - 1] = tokens[:, 1:]  # drop BOS; PAD after the last step
+    return np.all(out == tgt_out, axis=1)
+
+
+REVERSE_CONFIG = TransformerConfig(src_vocab=VOCAB_SIZE, tgt_vocab=VOCAB_SIZE, d_model=32,
+                                   n_heads=2, d_ff=128, n_layers=2, max_len=MAX_LEN + 1,
+                                   dtype="float32")
+
+
+def reverse_batches(rng, batch_size=128, *, exclude=None, task="reverse"):
+    """batches(step) for train(): a fresh random batch at every step, drawn from `rng`, as
+    ((src, tgt_in), tgt_out): forward's two arguments and the targets."""
+    def batches(step):
+        src, lengths = sample_sequences(rng, batch_size, exclude=exclude)
+        tgt_in, tgt_out = make_targets(src, lengths, task)
+        return (src, tgt_in), tgt_out
+    return batches
+
+
+def train_reverse(seed, *, norm_first=False, warmup=100, factor=0.5, ramp=True, steps=600,
+                  budget=None, schedule="linear", clip=2.0, dropout=0.0, eval_every=50,
+                  patience=None, callback=None):
+    """This notebook's recipe: a 2 + 2 layer model (REVERSE_CONFIG), batches of 128, Adam, label
+    smoothing 0.1, the paper's warm-up (`warmup` steps up to the peak factor / sqrt(32 * warmup)),
+    then schedule "linear" (down to 0 at step `steps`, lrate_linear_decay) or "paper"
+    (1 / sqrt(step), lrate); gradients clipped to a global norm of `clip` (None: never), dropout
+    `dropout`. It runs all `steps` (or the first `budget` steps of that schedule) and keeps the
+    last model; validation exact match, history["accuracy"], is measured every `eval_every`
+    steps (None: never), and with `patience` the run stops early after that many evaluations in
+    a row at 100%. ramp=False holds the peak rate from step 1 (no warm-up), then the same decay.
+    The test set is not touched. Returns (model, history, task). The same seed gives the same
+    model, bit for bit, with the same NumPy and BLAS build (another CPU or BLAS build rounds
+    differently, and training amplifies the difference)."""
+    if schedule not in ("linear", "paper"):
+        raise ValueError(f"schedule must be 'linear' or 'paper', got {schedule!r}")
+    if patience is not None:
+        patience = check_positive_int(patience, "patience")
+    config = replace(REVERSE_CONFIG, norm_first=norm_first, dropout=dropout)
+    model = Transformer.from_config(config, np.random.default_rng(seed))
+    task, rng = reverse_task(), np.random.default_rng(seed + 1)  # rng: batches and dropout
+
+    def rate(step):
+        step = step if ramp else max(step, warmup)
+        if schedule == "paper":
+            return lrate(step, config.d_model, warmup, factor)
+        return lrate_linear_decay(step, config.d_model, warmup, steps, factor)
+
+    def loss(logits, tgt_out):
+        return cross_entropy(logits, tgt_out, label_smoothing=0.1, ignore_id=PAD)
+
+    def evaluate(model):
+        return {"accuracy": float(exact_match(model, task["val"]["src"],
+                                              task["val"]["tgt_out"]).mean())}
+
+    def stop(history):
+        return bool(patience) and history["accuracy"][-patience:] == [1.0] * patience
+
+    history = train(model, reverse_batches(rng, exclude=task["exclude"]), loss, rate,
+                    steps=budget or steps, rng=rng, clip=clip,
+                    evaluate=evaluate if eval_every else None, eval_every=eval_every or 1,
+                    stop=stop, callback=callback)
+    history.setdefault("accuracy", [])
+    return model, history, task
+
+
+def anti_diagonal_mass(weights, length):
+    """The share of attention on the anti-diagonal: target position i reading source L-1-i.
+
+    weights (..., T_q, S) cross-attention of one sequence of length L = `length`; the mean of
+    weights[..., i, L-1-i] over i = 0 .. L-1 (the query that predicts EOS is left out). Perfect
+    reversal gives 1; uniform attention over the L real tokens gives 1/L.
+    """
+    i = np.arange(length)
+    return weights[..., i, length - 1 - i].mean(axis=-1)

@@ -1,0 +1,62 @@
+"""Independent references and helpers that several test files share, written once.
+
+The references compute what the model computes in the most obvious way (loops, the math module,
+one head at a time), so that a test comparing the two can catch a mistake in either.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from helpers.transformer import scaled_dot_product_attention
+
+
+def loop_attention(Q, K, V, mask=None):
+    """softmax(Q K^T / sqrt(d_k)) V with plain loops and the math module, for any batch axes.
+
+    A query whose keys are all blocked gets zero weights and a zero output (the documented
+    choice). Returns (output (..., T_q, d_v), weights (..., T_q, T_k)).
+    """
+    Q, K, V = np.asarray(Q), np.asarray(K), np.asarray(V)
+    *batch, T_q, d_k = Q.shape
+    T_k = K.shape[-2]
+    if mask is not None:
+        mask = np.broadcast_to(mask, (*batch, T_q, T_k))
+    out = np.zeros((*batch, T_q, V.shape[-1]))
+    w = np.zeros((*batch, T_q, T_k))
+    for idx in itertools.product(*(range(n) for n in batch)):
+        for i in range(T_q):
+            s = [float(Q[idx][i] @ K[idx][j]) / math.sqrt(d_k) for j in range(T_k)]
+            allowed = [mask is None or not mask[idx][i][j] for j in range(T_k)]
+            if not any(allowed):
+                continue
+            m = max(x for x, a in zip(s, allowed) if a)
+            e = [math.exp(x - m) if a else 0.0 for x, a in zip(s, allowed)]
+            total = sum(e)
+            for j in range(T_k):
+                w[idx][i, j] = e[j] / total
+                out[idx][i] += w[idx][i, j] * V[idx][j]
+    return out, w
+
+
+def loop_mha(layer, query, key, value, mask=None):
+    """Multi-head attention as a loop of single-head attentions on column slices of the weights."""
+    outs = []
+    for i in range(layer.n_heads):
+        c = slice(i * layer.d_k, (i + 1) * layer.d_k)
+        outs.append(scaled_dot_product_attention(
+            query @ layer.W_q[:, c] + layer.b_q[c], key @ layer.W_k[:, c] + layer.b_k[c],
+            value @ layer.W_v[:, c] + layer.b_v[c], mask)[0])
+    return np.concatenate(outs, axis=-1) @ layer.W_o + layer.b_o
+
+
+def randomise(module, rng, scale=0.3):
+    """Move every parameter of `module` off its initial value (in place) and return the module:
+    biases, gamma and beta too, so that no term is trivially 0 or 1 and "output = b_o" or a zero
+    gradient cannot pass by accident."""
+    for p in module.parameters().values():
+        p += rng.normal(0.0, scale, p.shape).astype(p.dtype)
+    return module
