@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from helpers.decoding import greedy_decode
 from helpers.module import clear_caches
-from helpers.transformer import EncoderBlock, greedy_decode
+from helpers.transformer import EncoderBlock
 
 __all__ = ["entropy", "block_stages", "digits_to_tokens", "greedy_decode_tokens"]
 

@@ -15,10 +15,12 @@ import numpy as np
 
 
 def set_parameters(module, params):
-    """Load `params`, a dict shaped like ``module.parameters()``, into `module` (copies).
+    """Copy `params`, a dict shaped like ``module.parameters()``, into `module`'s own arrays.
 
-    Names and shapes are all checked first, so a bad dict changes nothing. A dotted name such as
-    "ffn.W_1" or "layers.0.norm1.gamma" walks through attributes (and list indices) to its array.
+    Names and shapes are all checked first, so a bad dict changes nothing. The values are
+    written into the arrays the module already has (in their dtype), so a dict taken from
+    parameters() before, an optimiser's for instance, stays the module's, and a matrix shared
+    by two names (tied embeddings) stays shared.
     """
     own = module.parameters()
     if set(params) != set(own):
@@ -28,11 +30,7 @@ def set_parameters(module, params):
         if np.shape(value) != own[name].shape:
             raise ValueError(f"{name}: expected shape {own[name].shape}, got {np.shape(value)}")
     for name, value in params.items():
-        *path, leaf = name.split(".")
-        owner = module
-        for part in path:
-            owner = owner[int(part)] if part.isdigit() else getattr(owner, part)
-        setattr(owner, leaf, np.array(value, dtype=own[name].dtype))  # a copy, in our dtype
+        own[name][...] = value  # in place: the same array, new values
 
 
 class Module:
@@ -56,7 +54,10 @@ class Module:
         for name, value in vars(self).items():
             if isinstance(value, Module):
                 found[name] = value
-            elif isinstance(value, list) and all(isinstance(v, Module) for v in value):
+            elif isinstance(value, list) and any(isinstance(v, Module) for v in value):
+                if not all(isinstance(v, Module) for v in value):
+                    raise TypeError(f"{type(self).__name__}.{name} mixes modules and other "
+                                    "values; a list of parts must hold modules only")
                 found.update({f"{name}.{i}": v for i, v in enumerate(value)})
         return found
 

@@ -9,8 +9,9 @@ from dataclasses import replace
 
 import numpy as np
 
+from helpers.decoding import greedy_decode
 from helpers.training import cross_entropy, lrate, lrate_linear_decay, train
-from helpers.transformer import Transformer, TransformerConfig, greedy_decode
+from helpers.transformer import Transformer, TransformerConfig
 from helpers.validation import check_positive_int
 
 # ── 07 · Training ─────────────────────────────────────────────────────────────────────────────
@@ -141,7 +142,7 @@ def train_reverse(seed, *, norm_first=False, warmup=100, factor=0.5, ramp=True, 
                                               task["val"]["tgt_out"]).mean())}
 
     def stop(history):
-        return bool(patience) and history["accuracy"][-patience:] == [1.0] * patience
+        return bool(patience) and history.get("accuracy", [])[-patience:] == [1.0] * patience
 
     history = train(model, reverse_batches(rng, exclude=task["exclude"]), loss, rate,
                     steps=budget or steps, rng=rng, clip=clip,

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from helpers.module import Module, clear_caches, set_parameters
+from helpers.module import Module
 from helpers.validation import (
     as_real_array,
     check_attention_inputs,
@@ -150,13 +150,13 @@ class MultiHeadAttention(Module):
                 mask = np.expand_dims(mask, -3)  # (B, T_q, T_k) -> (B, 1, T_q, T_k)
         h = self.n_heads
         Q = split_heads(query @ self.W_q + self.b_q, h)  # (..., h, T_q, d_k)
-        if kv_cache is not None and kv_cache.ready:
+        if kv_cache is not None and kv_cache.holds(key):
             K, V = kv_cache.K, kv_cache.V  # the memory's keys and values, computed before
         else:
             K = split_heads(key @ self.W_k + self.b_k, h)  # (..., h, T_k, d_k)
             V = split_heads(value @ self.W_v + self.b_v, h)  # (..., h, T_k, d_k)
             if kv_cache is not None:
-                K, V = kv_cache.add(K, V)  # (..., h, t, d_k): every position so far
+                K, V = kv_cache.add(K, V, key)  # (..., h, t, d_k): every position so far
         heads, self.weights = scaled_dot_product_attention(Q, K, V, mask)  # (..., h, T_q, d_k)
         heads = merge_heads(heads)  # (..., T_q, d_model)
         self.cache = AttentionCache(query, key, value, Q, K, V, self.weights, heads)
@@ -453,6 +453,9 @@ class Stack(Module):
         """x (..., T, d_model) -> (..., T, d_model), through every block in turn. context and
         options: what each block takes after x (mask; for decoder blocks memory, self_mask,
         memory_mask); kv_caches: one per block, for cached decoding (notebook 06)."""
+        if kv_caches is not None and len(kv_caches) != len(self.layers):
+            raise ValueError(f"kv_caches must hold one cache per block ({len(self.layers)}), "
+                             f"got {len(kv_caches)}")
         for i, layer in enumerate(self.layers):
             if kv_caches is not None:
                 options["kv_cache"] = kv_caches[i]
@@ -528,10 +531,18 @@ class TransformerConfig:
     dtype: str = "float64"
 
     def __post_init__(self):
-        for name in ("src_vocab", "tgt_vocab", "d_model", "n_layers"):
-            check_positive_int(getattr(self, name), name)
-        check_positive_int(self.max_len, "max_len", "the longest sequence")
-        object.__setattr__(self, "dtype", check_float_dtype(self.dtype).name)
+        def keep(name, value):  # a frozen dataclass: set the checked value once, here
+            object.__setattr__(self, name, value)
+        for name in ("src_vocab", "tgt_vocab", "d_model", "n_heads", "d_ff", "n_layers"):
+            keep(name, check_positive_int(getattr(self, name), name))
+        keep("max_len", check_positive_int(self.max_len, "max_len", "the longest sequence"))
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model={self.d_model} must be a multiple of n_heads={self.n_heads}")
+        for name in ("share_embeddings", "tie_output", "norm_first"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        keep("dropout", Dropout(self.dropout, name="dropout").p)  # a probability in [0, 1)
+        keep("dtype", check_float_dtype(self.dtype).name)
         if self.share_embeddings and self.src_vocab != self.tgt_vocab:
             raise ValueError(f"share_embeddings needs one vocabulary, got src_vocab="
                              f"{self.src_vocab} and tgt_vocab={self.tgt_vocab}")
@@ -591,11 +602,6 @@ class Transformer(Module):
         """Transformer(**fields of `config`), for a TransformerConfig."""
         return cls(rng=rng, **asdict(config))
 
-    def load_parameters(self, params):
-        set_parameters(self, params)
-        if self.share_embeddings:
-            self.tgt_embed = self.src_embed  # one matrix, two names in the model
-
     def embed(self, tokens, table, start=0):
         """Token vectors * sqrt(d_model) + PE: (B, T) ids -> (B, T, d_model); the first token
         sits at position `start`."""
@@ -613,14 +619,17 @@ class Transformer(Module):
     def decode(self, tgt, memory, src_mask, kv_caches=None):
         """tgt (B, T) ids (the decoder input, starting with BOS) -> decoder output (B, T, d_model).
 
-        With kv_caches (cached decoding, see KVCache) only the positions not yet cached run
-        through the blocks, and the output has those positions only.
+        With kv_caches (cached decoding, see KVCache) tgt is still the whole prefix, but only
+        its positions not yet cached run through the blocks, and the output has those only.
         """
         tgt = check_token_ids(tgt, "tgt", self.tgt_vocab, len(self.pe))
         if tgt.shape[0] != memory.shape[0]:
             raise ValueError(f"batch sizes differ: tgt has B={tgt.shape[0]}, the source "
                              f"B={memory.shape[0]}")
         start = 0 if kv_caches is None else kv_caches[0]["self_attn"].length  # already cached
+        if start >= tgt.shape[1]:
+            raise ValueError(f"tgt has T={tgt.shape[1]} positions, all of them cached already: "
+                             "pass the prefix with its new positions")
         self_mask = causal_mask(tgt.shape[1])[start:]  # (T - start, T): new queries, all keys
         if self.pad_id is not None:
             self_mask = self_mask | padding_mask_from_tokens(tgt, self.pad_id)  # (B, 1, ., T)
@@ -642,89 +651,6 @@ class Transformer(Module):
         x = self.decode(tgt, memory, src_mask)  # (B, T, d_model)
         self.cache = TransformerCache(src, tgt, x)  # kept for backward (notebook 07)
         return self.logits(x)
-
-
-@dataclass
-class KVCache:
-    """The keys and values one attention layer has computed so far, kept between decoding steps.
-
-    Self-attention (fixed=False): every call appends the new positions' keys and values, and the
-    new queries attend to all of them. Cross-attention (fixed=True): the keys and values of the
-    memory are computed on the first call and reused, since the memory never changes.
-    K, V: (B, h, t, d_k), None until the first call.
-    """
-
-    fixed: bool = False
-    K: np.ndarray | None = None
-    V: np.ndarray | None = None
-
-    @property
-    def ready(self):
-        """True when MultiHeadAttention can skip computing keys and values (fixed and filled)."""
-        return self.fixed and self.K is not None
-
-    @property
-    def length(self):
-        """The number of positions cached so far."""
-        return 0 if self.K is None else self.K.shape[-2]
-
-    def add(self, K, V):
-        """Append (or, when fixed, store) this call's keys and values; return all of them."""
-        if self.K is not None:
-            K = np.concatenate([self.K, K], axis=-2)  # (B, h, t, d_k)
-            V = np.concatenate([self.V, V], axis=-2)
-        self.K, self.V = K, V
-        return K, V
-
-
-def kv_caches(decoder):
-    """A fresh KVCache for each attention of each block of a decoder Stack."""
-    return [{"self_attn": KVCache(), "cross_attn": KVCache(fixed=True)} for _ in decoder.layers]
-
-
-def greedy_decode(model, src, bos_id, eos_id, max_steps, *, use_cache=True):
-    """Generate with the most likely token (never `pad_id`) at every step, one at a time.
-
-    Returns (tokens (B, 1 + steps) starting with BOS, logits (B, steps, tgt_vocab)); the logits
-    are those of model.forward(src, tokens[:, :-1]), masks included. Without the cache each step
-    re-runs the decoder on the whole prefix; with it each step runs only the new position
-    through the blocks (the same code, Transformer.decode, given KV caches). A sequence that has
-    produced EOS is continued with `pad_id` (with EOS if pad_id is None); generation stops once
-    every sequence has produced EOS or after max_steps. Decoding is evaluation: the model's
-    dropout must be off (set_training(model, None)); no backward follows, so every cache the
-    forward passes kept is cleared at the end.
-    """
-    pad = model.pad_id
-    bos_id = check_token_id(bos_id, "bos_id", model.tgt_vocab)
-    eos_id = check_token_id(eos_id, "eos_id", model.tgt_vocab)
-    if pad is not None and pad in (bos_id, eos_id):
-        raise ValueError(f"bos_id={bos_id} and eos_id={eos_id} must differ from the padding id "
-                         f"pad_id={pad}: a padded first position is masked, and padding is never "
-                         "generated")
-    max_steps = check_positive_int(max_steps, "max_steps")
-    if max_steps > len(model.pe):
-        raise ValueError(f"max_steps={max_steps} needs more decoder positions than the positional "
-                         f"table has (max_len={len(model.pe)})")
-    if any(isinstance(m, Dropout) and m.rng is not None for m in model.modules()):
-        raise ValueError("greedy_decode runs in evaluation mode: call set_training(model, None)")
-    memory, src_mask = model.encode(src)
-    tokens = np.full((memory.shape[0], 1), bos_id)  # (B, 1)
-    caches = kv_caches(model.decoder) if use_cache else None
-    all_logits, done = [], np.zeros(len(tokens), dtype=bool)
-    for _ in range(max_steps):
-        x = model.decode(tokens, memory, src_mask, caches)  # (B, T or 1, d_model)
-        step_logits = model.logits(x)[:, -1]  # (B, tgt_vocab): the newest position's
-        choice = step_logits.copy()
-        if pad is not None:
-            choice[:, pad] = -np.inf  # padding is never a prediction
-        next_token = np.where(done, eos_id if pad is None else pad, choice.argmax(axis=-1))
-        tokens = np.concatenate([tokens, next_token[:, None]], axis=1)
-        all_logits.append(step_logits)
-        done |= next_token == eos_id
-        if done.all():
-            break
-    clear_caches(model)  # no backward follows a decoding
-    return tokens, np.stack(all_logits, axis=1)
 
 
 def transformer_parameter_count(d_model, n_heads, d_ff, n_layers, src_vocab, tgt_vocab, *,

@@ -11,8 +11,6 @@ import math
 
 import numpy as np
 
-from helpers.transformer import scaled_dot_product_attention
-
 
 def loop_attention(Q, K, V, mask=None):
     """softmax(Q K^T / sqrt(d_k)) V with plain loops and the math module, for any batch axes.
@@ -43,13 +41,14 @@ def loop_attention(Q, K, V, mask=None):
 
 
 def loop_mha(layer, query, key, value, mask=None):
-    """Multi-head attention as a loop of single-head attentions on column slices of the weights."""
+    """Multi-head attention as a loop of single-head loop_attentions on column slices of the
+    weights: nothing of the model's own attention is used."""
     outs = []
     for i in range(layer.n_heads):
         c = slice(i * layer.d_k, (i + 1) * layer.d_k)
-        outs.append(scaled_dot_product_attention(
+        outs.append(loop_attention(
             query @ layer.W_q[:, c] + layer.b_q[c], key @ layer.W_k[:, c] + layer.b_k[c],
-            value @ layer.W_v[:, c] + layer.b_v[c], mask)[0])
+            value @ layer.W_v[:, c] + layer.b_v[c], mask)[0])  # the loops above, per head
     return np.concatenate(outs, axis=-1) @ layer.W_o + layer.b_o
 
 

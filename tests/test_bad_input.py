@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from helpers.decoding import greedy_decode
 from helpers.transformer import (
     DecoderBlock,
     Dropout,
@@ -24,7 +25,6 @@ from helpers.transformer import (
     Stack,
     Transformer,
     causal_mask,
-    greedy_decode,
     online_attention,
     padding_mask,
     positional_encoding,

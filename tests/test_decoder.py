@@ -1,17 +1,20 @@
 """Notebook 06: DecoderBlock, the whole Transformer, greedy decoding with a KV cache, counts."""
 
+import json
+from dataclasses import asdict
+
 import numpy as np
 import pytest
 
 from helpers import widgets as tw
+from helpers.decoding import KVCache, greedy_decode, kv_caches
 from helpers.module import clear_caches
+from helpers.training import cross_entropy
 from helpers.transformer import (
     DecoderBlock,
-    KVCache,
     Transformer,
+    TransformerConfig,
     causal_mask,
-    greedy_decode,
-    kv_caches,
     transformer_parameter_count,
 )
 from tests.reference import loop_mha, randomise
@@ -135,8 +138,6 @@ def test_greedy_logits_are_the_forward_logits_after_eos_too(settings, use_cache)
 
 
 def test_pad_id_none_works_everywhere():
-    from helpers.training import cross_entropy
-
     model = small_model(seed=2, pad_id=None)
     src, tgt = np.array([[0, 3, 4]]), np.array([[BOS, 0, 5]])  # id 0 is an ordinary token here
     logits = model.forward(src, tgt)
@@ -200,6 +201,42 @@ def test_decode_with_a_cache_continues_a_prompt(rng):
     full = model.decode(tgt, memory, src_mask)
     assert first.shape == (1, 3, 16) and rest.shape == (1, 2, 16)
     np.testing.assert_allclose(np.concatenate([first, rest], axis=1), full, atol=1e-12, rtol=0)
+
+
+def test_kv_caches_refuse_another_memory_a_new_batch_and_a_prefix_already_cached(rng):
+    model = small_model(seed=4)
+    src, tgt = np.array([[3, 4, 5]]), np.array([[BOS, 6, 7]])
+    memory, src_mask = model.encode(src)
+    caches = kv_caches(model.decoder)
+    model.decode(tgt[:, :2], memory, src_mask, caches)
+    with pytest.raises(ValueError, match="holds the keys and values of another memory"):
+        model.decode(tgt, model.encode(np.array([[5, 4, 3]]))[0], src_mask, caches)
+    caches = kv_caches(model.decoder)  # after an error the caches are spent: start afresh
+    model.decode(tgt[:, :2], memory, src_mask, caches)
+    with pytest.raises(ValueError, match=r"all of them cached already"):
+        model.decode(tgt[:, :2], memory, src_mask, caches)
+    with pytest.raises(ValueError, match=r"kv_caches must hold one cache per block \(2\), got 1"):
+        model.decode(tgt, memory, src_mask, kv_caches(model.decoder)[:1])
+    cache = KVCache()
+    cache.add(np.zeros((1, 2, 3, 4)), np.zeros((1, 2, 3, 4)), None)
+    with pytest.raises(ValueError, match=r"do not continue the cached \(1, 2, 3, 4\)"):
+        cache.add(np.zeros((2, 2, 1, 4)), np.zeros((2, 2, 1, 4)), None)
+    clear_caches(model)
+
+
+def test_the_configuration_is_checked_once_and_kept_in_plain_types():
+    config = TransformerConfig(np.int64(13), 13, d_model=np.int64(16), n_heads=4, d_ff=32,
+                               n_layers=2, max_len=12, dtype=np.float32)
+    assert type(config.src_vocab) is int and type(config.d_model) is int
+    assert config.dtype == "float32" and json.loads(json.dumps(asdict(config)))["d_model"] == 16
+    assert Transformer.from_config(config, np.random.default_rng(0)).config == config
+    for bad, match in [({"d_model": 10, "n_heads": 3}, r"d_model=10 must be a multiple of n_heads=3"),
+                       ({"n_heads": 2.0}, r"n_heads must be a positive int"),
+                       ({"d_ff": 0}, r"d_ff must be a positive int"),
+                       ({"norm_first": "no"}, r"norm_first must be True or False"),
+                       ({"dropout": 1.5}, r"dropout \(the dropout probability\) must lie in")]:
+        with pytest.raises(ValueError, match=match):
+            TransformerConfig(13, 13, **{"d_model": 16, "n_heads": 4, **bad})
 
 
 @pytest.mark.parametrize("settings", [dict(), dict(share_embeddings=True),

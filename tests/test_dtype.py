@@ -9,8 +9,9 @@ conventions table warns about). These tests look at every array the model comput
 import numpy as np
 import pytest
 
+from helpers.decoding import greedy_decode
 from helpers.training import cross_entropy
-from helpers.transformer import Transformer, greedy_decode, online_attention, set_training
+from helpers.transformer import Transformer, online_attention, set_training
 
 
 def kept_arrays(obj, path="model", seen=None):

@@ -10,6 +10,7 @@ import pytest
 
 import helpers.training  # noqa: F401  (attaches every backward)
 import helpers.transformer as model_code
+from helpers.decoding import greedy_decode
 from helpers.module import Module, add_to_class, clear_caches, collect_grads
 from helpers.transformer import (
     DecoderBlock,
@@ -21,8 +22,6 @@ from helpers.transformer import (
     Stack,
     Transformer,
     causal_mask,
-    greedy_decode,
-    set_training,
 )
 from tests.reference import randomise
 
@@ -134,17 +133,6 @@ def test_parameters_collect_own_arrays_and_parts_in_attribute_order(rng):
         ["Stack", "EncoderBlock", "MultiHeadAttention"]
 
 
-def test_set_training_reaches_every_dropout(rng):
-    model = Transformer(9, 9, rng, d_model=D, n_heads=H, d_ff=F, n_layers=2, max_len=8,
-                        dropout=0.1)
-    layers = [m for m in model.modules() if isinstance(m, Dropout)]
-    assert len(layers) == 2 + 2 * 2 + 2 * 3  # embeddings, encoder blocks, decoder blocks
-    set_training(model, rng)
-    assert all(layer.rng is rng for layer in layers)
-    set_training(model, None)
-    assert all(layer.rng is None for layer in layers)
-
-
 def test_collect_grads_names_like_parameters_and_refuses_a_gap(rng):
     block = EncoderBlock(D, H, F, rng)
     parts = {part: {k: np.zeros_like(v) for k, v in getattr(block, part).parameters().items()}
@@ -203,3 +191,36 @@ def test_the_stage_view_is_the_blocks_own_forward(rng, norm_first):
     decoder_stages = []
     DecoderBlock(D, H, F, rng).forward(x[None], x[None], stages=decoder_stages)
     assert len(decoder_stages) == 9
+
+
+def test_greedy_decode_clears_the_caches_even_when_a_step_fails(rng, monkeypatch):
+    model = Transformer(9, 9, rng, d_model=D, n_heads=H, d_ff=F, n_layers=2, max_len=12)
+    def failing_logits(x):  # after the encoder and the first decoder step have run
+        assert model.encoder.layers[0].self_attn.cache is not None
+        raise RuntimeError("a step failed")
+
+    monkeypatch.setattr(model, "logits", failing_logits)
+    with pytest.raises(RuntimeError, match="a step failed"):
+        greedy_decode(model, rng.integers(3, 9, (B, S)), 1, 2, 6)
+    assert all(part.cache is None for part in model.modules())
+
+
+def test_load_parameters_writes_into_the_arrays_the_module_has(rng):
+    """A dict taken from parameters() before (an optimiser's) stays the module's, and a matrix
+    two names share stays shared."""
+    model = Transformer(9, 9, rng, d_model=D, n_heads=H, d_ff=F, n_layers=1, max_len=8,
+                        share_embeddings=True)
+    before = model.parameters()
+    other = Transformer(9, 9, rng, d_model=D, n_heads=H, d_ff=F, n_layers=1, max_len=8,
+                        share_embeddings=True)
+    model.load_parameters(other.parameters())
+    assert all(before[k] is v for k, v in model.parameters().items())
+    assert all(np.array_equal(before[k], v) for k, v in other.parameters().items())
+    assert model.tgt_embed is model.src_embed and model.src_embed is not other.src_embed
+
+
+def test_a_list_of_parts_holds_modules_only(rng):
+    stack = Stack(EncoderBlock, 2, D, H, F, rng)
+    stack.layers.append("not a block")
+    with pytest.raises(TypeError, match="Stack.layers mixes modules and other values"):
+        stack.parameters()

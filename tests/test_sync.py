@@ -207,13 +207,14 @@ def test_helpers_mirror_the_notebooks():
 
 
 MODEL_FILES = {"transformer.py": {"helpers.module", "helpers.validation"}, "module.py": set(),
-               "validation.py": set()}
+               "validation.py": set(),
+               "decoding.py": {"helpers.module", "helpers.validation", "helpers.transformer"}}
 
 
 @pytest.mark.parametrize("name", sorted(MODEL_FILES))
 def test_model_files_are_numpy_only(name):
-    """The model, its module protocol and its input checks need NumPy and the standard library
-    only; the model imports the other two and nothing else from helpers."""
+    """The model, its module protocol, its input checks and its decoding need NumPy and the
+    standard library only, and import nothing else from helpers."""
     tree = ast.parse((ROOT / "helpers" / name).read_text(encoding="utf-8"))
     imported = set()
     for node in ast.walk(tree):
@@ -292,7 +293,7 @@ def test_checker_reports_code_in_a_saved_cell(tiny):
 LAYERS = {  # a module may import only modules of a lower layer (README, "Layout")
     "helpers.module": 0, "helpers.validation": 0, "helpers.report": 0, "helpers.plots": 0,
     "helpers.transformer": 1, "helpers.mask_formats": 1,
-    "helpers.training": 2, "helpers.data": 2,
+    "helpers.training": 2, "helpers.data": 2, "helpers.decoding": 2,
     "helpers.reversal": 3,
     "helpers.analysis": 4,
     "helpers.widgets.explorer": 5,
@@ -318,7 +319,11 @@ def test_imports_point_only_downward(name, path):
     tree = ast.parse(path.read_text(encoding="utf-8"))
     imported = set()
     for node in ast.walk(tree):  # function bodies too: no import hides inside a function
-        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("helpers"):
+        if isinstance(node, ast.ImportFrom) and node.level:  # from .x import y: resolve it
+            package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+            base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+            imported.add(f"{base}.{node.module}" if node.module else base)
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("helpers"):
             imported.add(node.module)
         elif isinstance(node, ast.Import):
             imported |= {a.name for a in node.names if a.name.startswith("helpers")}

@@ -11,6 +11,7 @@ import pytest
 from helpers import reversal, training
 from helpers import widgets as tw
 from helpers.data import REVERSE_MANIFEST, REVERSE_MODEL, load_reverse_model, sha256
+from helpers.decoding import greedy_decode
 from helpers.module import Module, add_to_class
 from helpers.reversal import (
     BOS,
@@ -35,7 +36,7 @@ from helpers.training import (
     lrate_linear_decay,
     train,
 )
-from helpers.transformer import Dropout, Transformer, TransformerConfig, greedy_decode, set_training
+from helpers.transformer import Dropout, Transformer, TransformerConfig, set_training
 
 
 def dropout_layers(model):
@@ -268,6 +269,12 @@ def test_training_stops_after_patience_perfect_validations(monkeypatch, patience
     assert len(history["loss"]) == stop and history["accuracy"][-1] == 1.0
     assert len(history["grad_norm"]) == len(history["lr"]) == stop
     assert history["eval_step"] == list(range(1, stop + 1))
+
+
+def test_patience_counts_evaluations_not_steps(monkeypatch):
+    monkeypatch.setattr(reversal, "exact_match", lambda model, src, tgt: np.array([1.0]))
+    _, history, _ = train_reverse(0, budget=9, eval_every=2, patience=2)
+    assert len(history["loss"]) == 4 and history["eval_step"] == [2, 4]
 
 
 class Linear(Module):

@@ -1,5 +1,8 @@
 """helpers/widgets/, driven in-kernel: set a control's .value, assert what the explorer shows."""
 
+import json
+import re
+from pathlib import Path
 from unittest import mock
 
 import ipywidgets as W
@@ -121,6 +124,11 @@ def test_entropy_closed_form():
 
 
 def test_the_package_exports_every_name_the_notebooks_use():
+    used = set()
+    for path in sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb")):
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        used |= {m for c in cells for m in re.findall(r"\btw\.(\w+)", "".join(c["source"]))}
+    assert used and used <= set(tw.__all__), sorted(used - set(tw.__all__))
     assert all(hasattr(tw, name) for name in tw.__all__)
     for name in analysis.__all__:  # what is not a widget lives in helpers.analysis only
         assert not hasattr(tw, name), f"{name} is re-exported by helpers.widgets"

@@ -14,8 +14,8 @@
 * ``cost``      08: ``timed``, ``cost_explorer``
 
 What the explorers measure (entropy, block stages, the reversal task's digits) lives in
-``helpers.analysis``. Dependencies point down only: widgets -> plots, analysis -> training ->
-transformer; nothing in helpers imports this package.
+``helpers.analysis``. Dependencies point down only: widgets -> plots, analysis -> reversal ->
+training, decoding -> transformer; nothing in helpers imports this package.
 """
 
 from helpers.widgets.attention import (

@@ -1,0 +1,113 @@
+"""Generation: the key/value cache and greedy decoding (notebook 06).
+
+Every definition below is written in a notebook first, in a cell that starts with
+``# saved in helpers/decoding.py``; ``tests/test_sync.py`` proves the two copies are identical.
+Decoding runs the model's own forward code (Transformer.decode, MultiHeadAttention.forward with
+a KVCache); nothing here re-implements a block.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from helpers.module import clear_caches
+from helpers.transformer import Dropout
+from helpers.validation import check_positive_int, check_token_id
+
+# ── 06 · The decoder and the whole Transformer ───────────────────────────────────────────────────
+
+
+@dataclass(eq=False)
+class KVCache:
+    """The keys and values one attention layer has computed so far, kept between decoding steps.
+
+    Self-attention (fixed=False): every call appends the new positions' keys and values, and the
+    new queries attend to all of them. Cross-attention (fixed=True): the keys and values of the
+    memory are computed on the first call and reused, since the memory never changes; `source`
+    is that memory, and another one raises a ValueError. K, V: (B, h, t, d_k), None until the
+    first call.
+    """
+
+    fixed: bool = False
+    K: np.ndarray | None = None
+    V: np.ndarray | None = None
+    source: np.ndarray | None = None
+
+    def holds(self, memory):
+        """True when MultiHeadAttention can skip computing keys and values: fixed and filled,
+        from this very `memory`."""
+        if not self.fixed or self.K is None:
+            return False
+        if memory is not self.source:
+            raise ValueError("this cross-attention KVCache holds the keys and values of another "
+                             "memory: start fresh caches (kv_caches) for a new source")
+        return True
+
+    @property
+    def length(self):
+        """The number of positions cached so far."""
+        return 0 if self.K is None else self.K.shape[-2]
+
+    def add(self, K, V, source):
+        """Append (or, when fixed, store) this call's keys and values, computed from `source`;
+        return all of them."""
+        if self.K is not None:
+            if K.shape[:-2] != self.K.shape[:-2] or K.shape[-1] != self.K.shape[-1]:
+                raise ValueError(f"new keys of shape {K.shape} do not continue the cached "
+                                 f"{self.K.shape}: the (B, h, ., d_k) axes must agree")
+            K = np.concatenate([self.K, K], axis=-2)  # (B, h, t, d_k)
+            V = np.concatenate([self.V, V], axis=-2)
+        self.K, self.V, self.source = K, V, source
+        return K, V
+
+
+def kv_caches(decoder):
+    """A fresh KVCache for each attention of each block of a decoder Stack."""
+    return [{"self_attn": KVCache(), "cross_attn": KVCache(fixed=True)} for _ in decoder.layers]
+
+
+def greedy_decode(model, src, bos_id, eos_id, max_steps, *, use_cache=True):
+    """Generate with the most likely token (never `pad_id`) at every step, one at a time.
+
+    Returns (tokens (B, 1 + steps) starting with BOS, logits (B, steps, tgt_vocab)); the logits
+    are those of model.forward(src, tokens[:, :-1]), masks included. Without the cache each step
+    re-runs the decoder on the whole prefix; with it each step runs only the new position
+    through the blocks (the same code, Transformer.decode, given KV caches). A sequence that has
+    produced EOS is continued with `pad_id` (with EOS if pad_id is None); generation stops once
+    every sequence has produced EOS or after max_steps. Decoding is evaluation: the model's
+    dropout must be off (set_training(model, None)); no backward follows, so every cache the
+    forward passes kept is cleared at the end (also when a step raises).
+    """
+    pad = model.pad_id
+    bos_id = check_token_id(bos_id, "bos_id", model.tgt_vocab)
+    eos_id = check_token_id(eos_id, "eos_id", model.tgt_vocab)
+    if pad is not None and pad in (bos_id, eos_id):
+        raise ValueError(f"bos_id={bos_id} and eos_id={eos_id} must differ from the padding id "
+                         f"pad_id={pad}: a padded first position is masked, and padding is never "
+                         "generated")
+    max_steps = check_positive_int(max_steps, "max_steps")
+    if max_steps > len(model.pe):
+        raise ValueError(f"max_steps={max_steps} needs more decoder positions than the positional "
+                         f"table has (max_len={len(model.pe)})")
+    if any(isinstance(m, Dropout) and m.rng is not None for m in model.modules()):
+        raise ValueError("greedy_decode runs in evaluation mode: call set_training(model, None)")
+    try:  # no backward follows a decoding: its caches are cleared, even if a step fails
+        memory, src_mask = model.encode(src)
+        tokens = np.full((memory.shape[0], 1), bos_id)  # (B, 1)
+        caches = kv_caches(model.decoder) if use_cache else None
+        all_logits, done = [], np.zeros(len(tokens), dtype=bool)
+        for _ in range(max_steps):
+            x = model.decode(tokens, memory, src_mask, caches)  # (B, T or 1, d_model)
+            step_logits = model.logits(x)[:, -1]  # (B, tgt_vocab): the newest position's
+            choice = step_logits.copy()
+            if pad is not None:
+                choice[:, pad] = -np.inf  # padding is never a prediction
+            next_token = np.where(done, eos_id if pad is None else pad, choice.argmax(axis=-1))
+            tokens = np.concatenate([tokens, next_token[:, None]], axis=1)
+            all_logits.append(step_logits)
+            done |= next_token == eos_id
+            if done.all():
+                break
+    finally:
+        clear_caches(model)
+    return tokens, np.stack(all_logits, axis=1)
