@@ -63,6 +63,10 @@ class Module:
 
     def parameters(self):
         """Every learnable array by dotted name (the arrays themselves, not copies)."""
+        missing = set(self.param_names) - set(vars(self))
+        if missing:
+            raise AttributeError(f"{type(self).__name__}.param_names lists {sorted(missing)}, "
+                                 "which it does not have")
         params, parts = {}, self.parts()
         for name, value in vars(self).items():  # in attribute order, arrays and parts alike
             if name in self.param_names:

@@ -219,6 +219,17 @@ def test_load_parameters_writes_into_the_arrays_the_module_has(rng):
     assert model.tgt_embed is model.src_embed and model.src_embed is not other.src_embed
 
 
+def test_param_names_must_name_arrays_the_module_has():
+    class Scale(Module):
+        param_names = ("gamma", "betta")
+
+        def __init__(self):
+            self.gamma, self.beta = np.ones(3), np.zeros(3)
+
+    with pytest.raises(AttributeError, match=r"Scale.param_names lists \['betta'\]"):
+        Scale().parameters()
+
+
 def test_a_list_of_parts_holds_modules_only(rng):
     stack = Stack(EncoderBlock, 2, D, H, F, rng)
     stack.layers.append("not a block")
