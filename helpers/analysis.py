@@ -11,6 +11,7 @@ import numpy as np
 
 from helpers.decoding import greedy_decode
 from helpers.module import clear_caches
+from helpers.reversal import FIRST_DIGIT
 from helpers.transformer import EncoderBlock
 
 __all__ = ["entropy", "block_stages", "digits_to_tokens", "greedy_decode_tokens"]
@@ -41,11 +42,11 @@ def block_stages(block: EncoderBlock, x, mask=None) -> list[np.ndarray]:
 
 
 def digits_to_tokens(text: str, max_len: int) -> np.ndarray:
-    """'3 1 4 1 5' or '31415' -> token ids (digit d is token d + 3), 1 to max_len digits."""
+    """'3 1 4 1 5' or '31415' -> token ids (digit d is token FIRST_DIGIT + d), 1 to max_len."""
     digits = [c for c in text if not c.isspace() and c != ","]
     if not digits or len(digits) > max_len or not all(c in "0123456789" for c in digits):
         raise ValueError(f"type 1 to {max_len} digits 0-9 (spaces allowed), got {text!r}")
-    return np.array([int(c) + 3 for c in digits])
+    return np.array([FIRST_DIGIT + int(c) for c in digits])
 
 
 def greedy_decode_tokens(model, src, bos_id, eos_id, max_steps):
@@ -53,7 +54,8 @@ def greedy_decode_tokens(model, src, bos_id, eos_id, max_steps):
     tokens, _ = greedy_decode(model, src, bos_id, eos_id, max_steps)
     words = []
     for t in tokens[0, 1:]:
-        words.append("<eos>" if t == eos_id else "<pad>" if t == model.pad_id else str(t - 3))
+        words.append("<eos>" if t == eos_id else "<pad>" if t == model.pad_id
+                     else str(t - FIRST_DIGIT))
         if t == eos_id:
             break
     return " ".join(words), tokens

@@ -22,17 +22,20 @@ BOS = 1
 EOS = 2
 DIGITS = 10
 MAX_LEN = 10
-VOCAB_SIZE = 3 + DIGITS
+FIRST_DIGIT = 3  # digit d is token FIRST_DIGIT + d: ids 0, 1, 2 are PAD, BOS, EOS
+
+
+VOCAB_SIZE = FIRST_DIGIT + DIGITS
 
 
 def sample_sequences(rng, n, *, max_len=MAX_LEN, exclude=None):
     """n random digit sequences of lengths 1..max_len, right-padded: (src (n, max_len), lengths).
 
-    Digit d is token d + 3 (0, 1, 2 are PAD, BOS, EOS). A sequence whose bytes are in the set
-    `exclude` (the held-out test sequences) is drawn again.
+    Digit d is token FIRST_DIGIT + d (0, 1, 2 are PAD, BOS, EOS). A sequence whose bytes are in
+    the set `exclude` (the held-out test sequences) is drawn again.
     """
     lengths = rng.integers(1, max_len + 1, size=n)
-    src = rng.integers(3, 3 + DIGITS, size=(n, max_len))
+    src = rng.integers(FIRST_DIGIT, FIRST_DIGIT + DIGITS, size=(n, max_len))
     src[np.arange(max_len) >= lengths[:, None]] = PAD
     if exclude:
         again = np.array([row.tobytes() in exclude for row in src])

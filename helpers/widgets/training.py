@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 from helpers.analysis import digits_to_tokens, greedy_decode_tokens
 from helpers.module import clear_caches
 from helpers.plots import heatmap
-from helpers.reversal import BOS, EOS, anti_diagonal_mass, make_targets
+from helpers.reversal import BOS, EOS, FIRST_DIGIT, anti_diagonal_mass, make_targets
 from helpers.widgets.explorer import Explorer, animate, join_panels
 
 __all__ = ["TrainingMonitor", "attention_comparison"]
@@ -114,8 +114,8 @@ def attention_comparison(random_model, trained_model, examples: list[str], *,
             out[kind + "_mass"] = float(anti_diagonal_mass(w, len(tokens)))
         generated, _ = greedy_decode_tokens(trained_model, src, BOS, EOS, max_len + 1)
         out["output"] = generated
-        out["cols"] = [str(t - 3) for t in tokens]
-        out["rows"] = ["<bos>"] + [str(t - 3) for t in tokens[::-1]]
+        out["cols"] = [str(t - FIRST_DIGIT) for t in tokens]
+        out["rows"] = ["<bos>"] + [str(t - FIRST_DIGIT) for t in tokens[::-1]]
         return out
 
     def draw(fig, result, values):
