@@ -2,19 +2,26 @@
 
 Small computations the notebooks print and the explorers of ``helpers.widgets`` show: the entropy
 of attention rows (01), the activation after every stage of an encoder block (05), and the
-digits of the reversal task as tokens and back (07).
+digits of the reversal task as tokens and back (07), and the trained reversal model of
+``data/`` next to an untrained twin, with every attention map of one forward pass (the explorers
+of 02, 04, 05 and 06 show them).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from helpers.data import load_reverse_model
 from helpers.decoding import greedy_decode
 from helpers.module import clear_caches
-from helpers.reversal import FIRST_DIGIT
-from helpers.transformer import EncoderBlock
+from helpers.reversal import BOS, FIRST_DIGIT, MAX_LEN
+from helpers.transformer import EncoderBlock, Transformer
 
-__all__ = ["entropy", "block_stages", "digits_to_tokens", "greedy_decode_tokens"]
+__all__ = ["entropy", "block_stages", "digits_to_tokens", "greedy_decode_tokens", "TRAINED",
+           "RANDOM", "reversal_models", "reversal_example", "attention_maps"]
+
+TRAINED = "trained (data/reverse_model.npz, notebook 07)"
+RANDOM = "random (untrained, same sizes)"
 
 
 def entropy(weights, axis=-1):
@@ -59,3 +66,35 @@ def greedy_decode_tokens(model, src, bos_id, eos_id, max_steps):
         if t == eos_id:
             break
     return " ".join(words), tokens
+
+
+def reversal_models(seed: int = 0) -> dict[str, Transformer]:
+    """{TRAINED: the reversal model trained in notebook 07, RANDOM: an untrained model of the same
+    configuration (weights drawn with `seed`)}: the two sets of weights every attention explorer
+    from 02 on offers, under labels that say which is which."""
+    trained, _ = load_reverse_model()
+    return {TRAINED: trained,
+            RANDOM: Transformer.from_config(trained.config, np.random.default_rng(seed))}
+
+
+def reversal_example(text: str) -> tuple[np.ndarray, np.ndarray, list[str], list[str]]:
+    """A digit string as one reversal example: src (1, S), the teacher-forced decoder input
+    tgt (1, S) = <bos> followed by the reversed digits but the last, and the axis labels of both.
+    '3 1 4' -> src digits 3 1 4, tgt <bos> 4 1 (the model reads these and should answer 4 1 3)."""
+    src = digits_to_tokens(text, MAX_LEN)
+    tgt = np.concatenate([[BOS], src[::-1][:-1]])
+    src_labels = [str(t - FIRST_DIGIT) for t in src]
+    tgt_labels = ["<bos>"] + [str(t - FIRST_DIGIT) for t in src[::-1][:-1]]
+    return src[None, :], tgt[None, :], src_labels, tgt_labels
+
+
+def attention_maps(model: Transformer, src, tgt) -> dict[str, list[np.ndarray]]:
+    """Every attention weight of one forward pass of `model` on src (1, S) and tgt (1, T), by kind:
+    {"encoder self": [(h, S, S) per layer], "decoder self": [(h, T, T) ...], "cross": [(h, T, S)
+    ...]}. Copies, and the caches are cleared (no backward follows)."""
+    model.forward(np.asarray(src), np.asarray(tgt))
+    maps = {"encoder self": [b.self_attn.weights[0].copy() for b in model.encoder.layers],
+            "decoder self": [b.self_attn.weights[0].copy() for b in model.decoder.layers],
+            "cross": [b.cross_attn.weights[0].copy() for b in model.decoder.layers]}
+    clear_caches(model)
+    return maps

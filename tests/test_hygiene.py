@@ -158,11 +158,51 @@ def test_numbering_is_consecutive():
     assert numbers == list(range(1, len(numbers) + 1)), numbers
 
 
+# The learner's path (DESIGN.md §5): each idea first as a short cell; the hardened version
+# (validation, dtype care, converters, the library classes in full) goes in a section whose heading
+# says "Under the hood", with its long cells folded (JupyterLab shows them as "..." until clicked).
+LONGEST_CELL = 25
+UNDER_THE_HOOD = re.compile(r"^(#{1,6}) .*Under the hood", re.IGNORECASE | re.MULTILINE)
+HEADING = re.compile(r"^(#{1,6}) ", re.MULTILINE)
+DRIVES_A_CONTROL = re.compile(r"\.controls\[[^\]]+\]\.value\s*=")
+
+
+def learners_path(nb) -> list[tuple[int, dict, bool]]:
+    """(cell index, cell, under the hood?) for every cell; a section opened by an "Under the hood"
+    heading ends at the next heading of the same or a higher level."""
+    cells, hood_level = [], None
+    for i, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] == "markdown":
+            src = text(cell["source"])
+            levels = [len(m.group(1)) for m in HEADING.finditer(src)]
+            hood = UNDER_THE_HOOD.search(src)
+            if hood_level is not None and levels and min(levels) <= hood_level:
+                hood_level = None
+            if hood:
+                hood_level = len(hood.group(1))
+        cells.append((i, cell, hood_level is not None))
+    return cells
+
+
+def test_learners_path_has_short_cells_and_no_widget_tests(nb_path):
+    for i, cell, hood in learners_path(load(nb_path)):
+        if cell["cell_type"] != "code":
+            continue
+        src = text(cell["source"])
+        n = len(src.splitlines())
+        folded = cell.get("metadata", {}).get("jupyter", {}).get("source_hidden") is True
+        assert n <= LONGEST_CELL or (hood and folded), (
+            f"cell {i} has {n} lines: show the idea in at most {LONGEST_CELL}, and put the full "
+            "version in an 'Under the hood' section, folded (metadata jupyter.source_hidden)")
+        assert not DRIVES_A_CONTROL.search(src), (
+            f"cell {i} sets an explorer's control: widget checks belong in tests/test_widgets.py")
+
+
 # The checks above must be able to fail: feed them a deliberately dirty notebook.
 def test_hygiene_checks_fire_on_a_dirty_notebook(tmp_path):
     dirty = {
         "cells": [
-            {"cell_type": "code", "execution_count": 2, "metadata": {}, "source": "x = 1;",
+            {"cell_type": "code", "execution_count": 2, "metadata": {}, "source": "x = 1;\n" * 30,
              "outputs": [{"output_type": "stream", "name": "stderr", "text": "/home/me/x.py: -0.0"}]},
         ],
         "metadata": {"kernelspec": {"name": "python3"}, "widgets": {}}, "nbformat": 4,
@@ -173,6 +213,34 @@ def test_hygiene_checks_fire_on_a_dirty_notebook(tmp_path):
     for check in (test_saved_after_restart_and_run_all, test_no_errors_and_no_stderr,
                   test_no_widget_state_and_normalised_metadata,
                   test_no_machine_specific_paths_or_negative_zero,
-                  test_no_trailing_semicolons_and_explicit_rng, test_anatomy):
+                  test_no_trailing_semicolons_and_explicit_rng, test_anatomy,
+                  test_learners_path_has_short_cells_and_no_widget_tests):
         with pytest.raises((AssertionError, pytest.fail.Exception)):
             check(path)
+
+
+def test_long_cells_pass_only_folded_under_the_hood(tmp_path):
+    long = "x = 1\n" * (LONGEST_CELL + 1)
+
+    def notebook(*cells):
+        path = tmp_path / "01_path.ipynb"
+        path.write_text(json.dumps({"cells": list(cells), "metadata": {}, "nbformat": 4,
+                                    "nbformat_minor": 5}), encoding="utf-8")
+        return path
+
+    def md(src):
+        return {"cell_type": "markdown", "metadata": {}, "source": src}
+
+    def code(src, folded=False):
+        meta = {"jupyter": {"source_hidden": True}} if folded else {}
+        return {"cell_type": "code", "metadata": meta, "source": src, "outputs": []}
+
+    hood = md("### Under the hood: the library version")
+    test_learners_path_has_short_cells_and_no_widget_tests(
+        notebook(md("## 1 · Idea"), code("x = 1"), hood, md("#### detail"), code(long, True)))
+    for bad in ([md("## 1"), code(long, True)],                            # folded, not under the hood
+                [hood, code(long)],                                        # under the hood, not folded
+                [hood, md("## 2 · Next idea"), code(long, True)],          # the hood section ended
+                [md("## 1"), code("explorer.controls['d_k'].value = 4")]):  # drives a widget
+        with pytest.raises(AssertionError):
+            test_learners_path_has_short_cells_and_no_widget_tests(notebook(*bad))

@@ -292,6 +292,7 @@ def test_checker_reports_code_in_a_saved_cell(tiny):
 
 LAYERS = {  # a module may import only modules of a lower layer (README, "Layout")
     "helpers.module": 0, "helpers.validation": 0, "helpers.report": 0, "helpers.plots": 0,
+    "helpers.diagrams": 0,
     "helpers.transformer": 1, "helpers.mask_formats": 1,
     "helpers.training": 2, "helpers.data": 2, "helpers.decoding": 2,
     "helpers.reversal": 3,

@@ -173,3 +173,69 @@ def test_fast_path_check_catches_a_broken_refresh_and_a_change_without_fast_path
     with pytest.raises(AssertionError, match="no update"):
         tw.assert_fast_path_matches_redraw(good, "n", 9)
     assert good.cached_layouts == [None] and good.n_full_draws == 2
+
+
+# ── the trained reversal model next to an untrained twin (the explorers of 02, 04, 05, 06)
+
+def test_reversal_models_are_the_committed_weights_and_a_labelled_random_twin():
+    models = analysis.reversal_models(seed=3)
+    assert list(models) == [analysis.TRAINED, analysis.RANDOM]
+    trained, random = models[analysis.TRAINED], models[analysis.RANDOM]
+    with np.load(analysis.load_reverse_model.__defaults__[0]) as committed:
+        for name, p in trained.parameters().items():
+            np.testing.assert_array_equal(p, committed[name])
+    assert trained.config == random.config
+    assert not np.array_equal(trained.parameters()["src_embed"], random.parameters()["src_embed"])
+
+
+def test_reversal_example_is_teacher_forced_reversal():
+    src, tgt, src_labels, tgt_labels = analysis.reversal_example("3 1 4 1 5")
+    first = analysis.FIRST_DIGIT
+    np.testing.assert_array_equal(src, [[first + d for d in (3, 1, 4, 1, 5)]])
+    np.testing.assert_array_equal(tgt, [[analysis.BOS] + [first + d for d in (5, 1, 4, 1)]])
+    assert src_labels == ["3", "1", "4", "1", "5"] and tgt_labels == ["<bos>", "5", "1", "4", "1"]
+    with pytest.raises(ValueError, match="digits"):
+        analysis.reversal_example("12a")
+
+
+def test_attention_maps_are_the_forward_passes_weights_and_clear_the_caches():
+    model = analysis.reversal_models()[analysis.TRAINED]
+    src, tgt, _, _ = analysis.reversal_example("2 7 1 8 2 8")
+    maps = analysis.attention_maps(model, src, tgt)
+    h = model.config.n_heads
+    assert [m.shape for m in maps["encoder self"]] == [(h, 6, 6)] * model.config.n_layers
+    assert [m.shape for m in maps["cross"]] == [(h, 6, 6)] * model.config.n_layers
+    for kind in maps:
+        for m in maps[kind]:
+            np.testing.assert_allclose(m.sum(-1), 1, rtol=1e-5)
+    assert np.all(np.triu(maps["decoder self"][0], 1) == 0)  # causal
+    assert all(m.cache is None for m in model.modules())
+    model.forward(src, tgt)
+    np.testing.assert_array_equal(model.decoder.layers[1].cross_attn.weights[0], maps["cross"][1])
+    # trained cross-attention reads the source backwards: query t looks mostly at source S-1-t
+    last = maps["cross"][-1].mean(0)
+    assert np.all(last.argmax(-1) == np.arange(6)[::-1])
+
+
+# ── 01 · checks that drove notebook 01's explorers
+
+
+# ── 02 · checks that drove notebook 02's explorers
+
+
+# ── 03 · checks that drove notebook 03's explorers
+
+
+# ── 04 · checks that drove notebook 04's explorers
+
+
+# ── 05 · checks that drove notebook 05's explorers
+
+
+# ── 06 · checks that drove notebook 06's explorers
+
+
+# ── 07 · checks that drove notebook 07's explorers
+
+
+# ── 08 · checks that drove notebook 08's explorers
