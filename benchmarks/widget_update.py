@@ -17,6 +17,7 @@ import time
 
 import numpy as np
 
+from helpers import analysis
 from helpers import widgets as tw
 from helpers.data import load_reverse_model
 from helpers.reversal import REVERSE_CONFIG
@@ -33,7 +34,8 @@ def comparison():
 def explorers():
     """Every explorer the notebooks build, with the controls to cycle through."""
     yield "01 scaling explorer (d_k)", tw.scaling_explorer(), "d_k", [16, 64, 256, 1024]
-    yield "01 scaling explorer (toggle)", tw.scaling_explorer(), "scaled", [False, True]
+    yield ("01 scaling explorer (scoring)", tw.scaling_explorer(), "scoring",
+           ["raw", "scaled", "additive"])
     rng = np.random.default_rng(0)
     toks = "we walked along the river bank".split()
     ex = {" ".join(toks): (toks, *(rng.standard_normal((6, 4)) for _ in range(3)))}
@@ -41,24 +43,27 @@ def explorers():
     ex[" ".join(toks2)] = (toks2, *(rng.standard_normal((6, 4)) for _ in range(3)))
     yield "01 query explorer (query)", tw.query_explorer(ex), "query", [0, 2, 4, 5]
     yield "01 query explorer (sentence)", tw.query_explorer(ex), "sentence", list(ex)
-    sentences = {"s12": ("Xiaoming returned the book to Xiaohong because she has an exam "
-                         "tomorrow").split(), "s5": "the cat eats the fish".split()}
-    heads = tw.head_explorer(sentences)
+    heads = tw.head_explorer()
     heads.controls["head"].value = 0
-    yield "02 head explorer (one head)", heads, "head", [1, 2, 3, 0]
-    yield "02 head explorer (heads)", tw.head_explorer(sentences), "n_heads", [1, 2, 4, 8]
-    yield "02 head explorer (sentence)", tw.head_explorer(sentences), "sentence", ["s5", "s12"]
+    yield "02 head explorer (one head)", heads, "head", [1, 0]
+    yield "02 head explorer (weights)", tw.head_explorer(), "weights", [
+        analysis.RANDOM, analysis.TRAINED]
+    yield "02 head explorer (kind)", tw.head_explorer(), "kind", [
+        "encoder self", "decoder self", "cross"]
+    yield "02 head explorer (digits)", tw.head_explorer(), "digits", ["2 7 1 8", "3 1 4 1 5"]
     yield "03 PE explorer (offset)", tw.pe_explorer(), "offset", [1, 5, 20, -3, 39]
     yield "03 PE explorer (dim)", tw.pe_explorer(), "dim", [0, 7, 30, 63]
     yield "03 PE explorer (d_model)", tw.pe_explorer(), "d_model", [16, 64, 512, 8]
     yield "03 PE explorer (positions)", tw.pe_explorer(), "positions", [20, 50, 200]
-    yield "04 mask explorer (head)", tw.mask_explorer(T=12, n_pad=3), "head", [1, 2, 3, 0]
-    yield "04 mask explorer (causal)", tw.mask_explorer(T=12, n_pad=3), "causal", [False, True]
-    yield "04 mask explorer (padding)", tw.mask_explorer(T=12, n_pad=3), "n_pad", [0, 5, 12, 3]
-    yield "04 mask explorer (length T)", tw.mask_explorer(), "T", [4, 8, 12, 2]
-    yield "05 block explorer (stage)", tw.block_explorer(sentences["s12"]), "stage", [1, 3, 6, 0]
-    yield "05 block explorer (layer)", tw.block_explorer(sentences["s12"]), "layer", [2, 4, 6, 1]
-    yield ("05 block explorer (Post/Pre-LN)", tw.block_explorer(sentences["s12"]), "norm_first",
+    yield "04 mask explorer (head)", tw.mask_explorer(T=10, n_pad=3), "head", [1, 0]
+    yield "04 mask explorer (causal)", tw.mask_explorer(T=10, n_pad=3), "causal", [False, True]
+    yield "04 mask explorer (padding)", tw.mask_explorer(T=10, n_pad=3), "n_pad", [0, 5, 10, 3]
+    yield "04 mask explorer (length T)", tw.mask_explorer(), "T", [4, 8, 10, 2]
+    yield "05 block explorer (stage)", tw.block_explorer(), "stage", [1, 3, 6, 0]
+    yield "05 block explorer (layer)", tw.block_explorer(), "layer", [2, 1]
+    yield "05 block explorer (weights)", tw.block_explorer(), "weights", [
+        analysis.RANDOM, analysis.TRAINED]
+    yield ("05 block explorer (Post/Pre-LN)", tw.block_explorer(), "norm_first",
            [True, False])
     yield "07 random vs trained (head)", comparison(), "head", [0, 1, -1]
     yield "07 random vs trained (layer)", comparison(), "layer", [0, 1]

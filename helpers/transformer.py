@@ -108,6 +108,8 @@ class MultiHeadAttention(Module):
     MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W_o + b_o, with
     head_i = Attention(query W_q[:, i] + b_q[i], key W_k[:, i] + b_k[i], value W_v[:, i] + b_v[i])
     where [:, i] is the i-th block of d_k = d_model / h columns. Weights act on the right (x @ W).
+    The paper's equations have no biases (4 d_model^2 parameters); this class adds b_q, b_k, b_v
+    and b_o (4 d_model more, zero at the start), as most implementations do.
     """
 
     param_names = ("W_q", "b_q", "W_k", "b_k", "W_v", "b_v", "W_o", "b_o")

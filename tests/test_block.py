@@ -1,4 +1,5 @@
-"""Notebook 05: LayerNorm, FeedForward, EncoderBlock (Post-LN and Pre-LN), Stack, block explorer."""
+"""Notebook 05: LayerNorm, FeedForward, EncoderBlock (Post-LN and Pre-LN), Stack, block stages
+(the block explorer: tests/test_widgets.py, section 05)."""
 
 import numpy as np
 import pytest
@@ -14,9 +15,6 @@ from helpers.transformer import (
     Stack,
 )
 from tests.reference import loop_mha, randomise
-
-TOKENS = "the cat eats the fish today".split()
-
 
 # ── independent reference implementations (plain loops / textbook formulas) ─────────────────
 
@@ -284,7 +282,7 @@ def test_set_parameters_works_on_plain_modules(rng):
     assert np.all(mha.W_o == 0.5)
 
 
-# ── the block explorer ───────────────────────────────────────────────────────────────────────
+# ── the stages the block explorer shows (the explorer itself: tests/test_widgets.py) ─────────
 
 
 def test_block_stages_follow_each_order(rng):
@@ -303,49 +301,3 @@ def test_block_stages_follow_each_order(rng):
     np.testing.assert_array_equal(p[-1], pre.forward(x))
     assert [name for name, _ in tw.PRE_LN_STAGES] == [
         "input", "norm", "self-attention", "add", "norm", "FFN", "add"]
-
-
-def test_block_explorer_recomputes_and_follows_the_toggle():
-    enc = Stack(EncoderBlock, 3, 16, 2, 32, np.random.default_rng(1))
-    x = np.random.default_rng(2).standard_normal((len(TOKENS), 16))
-    ex = tw.block_explorer(TOKENS, enc, x)
-    assert ex.last_error is None and ex.result["stage"] == 0
-    np.testing.assert_array_equal(ex.result["activations"], x)
-    png = ex.image.value
-
-    ex.controls["stage"].value = 6
-    np.testing.assert_allclose(ex.result["activations"], block_reference(enc.layers[0], x),
-                               atol=1e-10)
-    assert ex.image.value != png
-    assert 'data-control="stage">6 · norm</span>' in ex.status.value
-
-    updates = ex.n_updates
-    ex.controls["norm_first"].value = True
-    assert ex.n_updates == updates + 1, "one recompute per change, even with linked controls"
-    assert ex.controls["stage"].value == 6 and ex.controls["stage"].label == "6 · add"
-    assert ex.result["formula"] == "out = r + f"
-    pre = Stack(EncoderBlock, 3, 16, 2, 32, np.random.default_rng(3), norm_first=True)
-    for mine, theirs in zip(pre.layers, enc.layers):
-        mine.load_parameters(theirs.parameters())
-    ex.controls["layer"].value = 3
-    h = x
-    for layer in pre.layers:
-        h = block_reference(layer, h)
-    np.testing.assert_allclose(ex.result["activations"], h, atol=1e-10)
-    np.testing.assert_allclose(ex.result["std"], h.std(-1), atol=1e-10)
-    np.testing.assert_allclose(ex.result["norm"], np.linalg.norm(h, axis=-1), atol=1e-10)
-
-    ex.controls["stage"].value = 1  # Pre-LN stage 1 is the first norm: rows standardised
-    np.testing.assert_allclose(ex.result["std"], 1, atol=1e-4)
-    ex.controls["norm_first"].value = False  # back to Post-LN stage 1: attention output
-    assert ex.controls["stage"].label == "1 · self-attention" and ex.result["name"] == "self-attention"
-    assert ex.last_error is None
-
-
-def test_block_explorer_default_and_bad_arguments():
-    ex = tw.block_explorer(TOKENS)
-    assert ex.result["activations"].shape == (len(TOKENS), 64) and ex.controls["layer"].max == 6
-    with pytest.raises(ValueError, match="Post-LN Stack of EncoderBlocks"):
-        tw.block_explorer(TOKENS, Stack(EncoderBlock, 2, 16, 2, 32, np.random.default_rng(0), norm_first=True))
-    with pytest.raises(ValueError, match=r"x must have shape \(T=6, d_model=16\), got \(5, 16\)"):
-        tw.block_explorer(TOKENS, Stack(EncoderBlock, 2, 16, 2, 32, np.random.default_rng(0)), np.zeros((5, 16)))

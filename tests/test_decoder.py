@@ -289,20 +289,31 @@ def test_bad_input(call, match):
 
 
 def test_attention_viewer_reads_the_chosen_weights():
-    model = small_model(seed=5)
-    src, tgt = np.array([[3, 4, 5, EOS]]), np.array([[BOS, 6, 7]])
-    viewer = tw.attention_viewer(model, src, tgt, list("abcd"), list("xyz"))
-    assert viewer.result["weights"].shape == (3, 4)  # cross: target x source
+    from helpers.analysis import reversal_example
+
+    models = {"RANDOM seed 5": small_model(seed=5), "RANDOM seed 6": small_model(seed=6)}
+    viewer = tw.attention_viewer(models, "3 4 5 6")
+    assert viewer.result["weights"].shape == (4, 4)  # cross: target x source
+    viewer.controls["weights"].value = "RANDOM seed 6"
     viewer.controls["kind"].value = "encoder self"
-    viewer.controls["layer"].value = 1
+    viewer.controls["layer"].value = 0
     viewer.controls["head"].value = 2
+    src, tgt, _, _ = reversal_example("3 4 5 6")
+    model = models["RANDOM seed 6"]
     model.forward(src, tgt)
     np.testing.assert_array_equal(viewer.result["weights"],
-                                  model.encoder.layers[1].self_attn.weights[0, 2])
+                                  model.encoder.layers[0].self_attn.weights[0, 2])
+    viewer.controls["head"].value = -1  # the mean of the heads
+    np.testing.assert_allclose(viewer.result["weights"],
+                               model.encoder.layers[0].self_attn.weights[0].mean(axis=0))
+    clear_caches(model)
     viewer.controls["kind"].value = "decoder self"
-    assert viewer.result["weights"].shape == (3, 3)
-    assert np.all(viewer.result["weights"][causal_mask(3)] == 0)
+    assert viewer.result["weights"].shape == (4, 4)
+    assert np.all(viewer.result["weights"][causal_mask(4)] == 0)
+    np.testing.assert_array_equal(viewer.result["blocked"], causal_mask(4))
     assert 'data-control="kind">decoder self</span>' in viewer.status.value
     assert viewer.last_error is None
-    with pytest.raises(ValueError, match=r"must be \(1, S\) and \(1, T\)"):
-        tw.attention_viewer(model, src, tgt, list("ab"), list("xyz"))
+    with pytest.raises(ValueError, match=r"type 1 to 10 digits"):
+        tw.attention_viewer(models, "3 x")
+    with pytest.raises(ValueError, match=r"at least one model"):
+        tw.attention_viewer({})

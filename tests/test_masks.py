@@ -4,7 +4,6 @@
 import numpy as np
 import pytest
 
-from helpers import widgets as tw
 from helpers.mask_formats import (
     lengths_from_padding_mask,
     mask_from_additive,
@@ -277,75 +276,3 @@ def test_a_keep_mask_passed_as_blocked_mask_silently_looks_ahead(rng):
     assert np.all(np.tril(w) == 0) and np.all(w[-1] == 0)
     _, w_right = scaled_dot_product_attention(Q, K, V, mask=mask_from_keep(~causal_mask(4)))
     assert np.all(np.triu(w_right, 1) == 0)
-
-
-# ── the mask explorer, driven in-kernel ──────────────────────────────────────────────────────
-
-
-def explorer_reference(result):
-    """Recompute the explorer's weights per head with the independent attention above."""
-    layer, x, mask = result["layer"], result["x"], result["mask"]
-    d_k = layer.d_k
-    out = []
-    for i in range(layer.n_heads):
-        c = slice(i * d_k, (i + 1) * d_k)
-        out.append(loop_attention(x @ layer.W_q[:, c] + layer.b_q[c],
-                                  x @ layer.W_k[:, c] + layer.b_k[c],
-                                  x @ layer.W_v[:, c] + layer.b_v[c], mask)[1])
-    return np.stack(out)  # (h, T, T)
-
-
-def test_mask_explorer_masks_and_weights():
-    ex = tw.mask_explorer(T=8, n_pad=3)
-    r = ex.result
-    assert r["tokens"] == tw.MASK_WORDS[:5] + ["<pad>"] * 3
-    np.testing.assert_array_equal(r["mask"], causal_mask(8) | padding_mask([5], 8)[0, 0])
-    np.testing.assert_allclose(r["all_weights"], explorer_reference(r), atol=1e-12)
-    assert r["blocked_weight"] == 0 and r["row_sum_error"] < 1e-12
-
-    ex.controls["causal"].value = False
-    np.testing.assert_array_equal(ex.result["mask"], np.broadcast_to(padding_mask([5], 8)[0, 0],
-                                                                     (8, 8)))
-    ex.controls["padding"].value = False
-    assert not ex.result["mask"].any()
-    assert ex.result["weights"][:, 5:].sum() > 0.1, "with no padding mask, <pad> keys get weight"
-    np.testing.assert_allclose(ex.result["all_weights"], explorer_reference(ex.result), atol=1e-12)
-    ex.controls["causal"].value = True
-    np.testing.assert_array_equal(ex.result["mask"], causal_mask(8))
-    ex.controls["head"].value = 3
-    np.testing.assert_array_equal(ex.result["weights"], ex.result["all_weights"][3])
-    assert 'data-control="head">head 3</span>' in ex.status.value
-    assert ex.last_error is None
-
-
-def test_mask_explorer_length_and_padding_controls():
-    ex = tw.mask_explorer(T=8, n_pad=3)
-    updates = ex.n_updates
-    ex.controls["T"].value = 4  # n_pad must be clipped to at most T... it is 3 <= 4: kept
-    assert ex.n_updates == updates + 1 and ex.controls["n_pad"].value == 3
-    ex.controls["n_pad"].value = 4  # nothing but padding
-    r = ex.result
-    assert r["tokens"] == ["<pad>"] * 4 and r["fully_blocked"].all()
-    assert np.all(r["all_weights"] == 0) and not np.isnan(r["output"]).any()
-    np.testing.assert_array_equal(r["output"], np.broadcast_to(r["layer"].b_o, (4, 64)))
-    assert "fully blocked queries: <b>4" in ex.status.value
-    ex.controls["T"].value = 12
-    assert ex.controls["n_pad"].max == 12 and ex.result["mask"].shape == (12, 12)
-    ex.controls["n_pad"].value = 12
-    ex.controls["T"].value = 6  # n_pad clipped to the new T, one update
-    assert ex.controls["n_pad"].value == 6 and ex.result["tokens"] == ["<pad>"] * 6
-    assert ex.last_error is None
-
-
-def test_mask_explorer_fast_path_draws_what_a_full_redraw_draws():
-    ex = tw.mask_explorer(T=7, n_pad=2)
-    for name, value in (("head", 2), ("causal", False), ("n_pad", 5), ("padding", False)):
-        tw.assert_fast_path_matches_redraw(ex, name, value)  # same T: fast path, one figure
-    assert ex.cached_layouts == [7], "one cached figure per length T"
-
-
-def test_mask_explorer_rejects_bad_arguments():
-    with pytest.raises(ValueError, match="2 <= T <= len"):
-        tw.mask_explorer(T=13)
-    with pytest.raises(ValueError, match="0 <= n_pad <= T"):
-        tw.mask_explorer(T=4, n_pad=5)

@@ -3,7 +3,6 @@
 import numpy as np
 import pytest
 
-from helpers import widgets as tw
 from helpers.transformer import (
     MultiHeadAttention,
     merge_heads,
@@ -141,28 +140,3 @@ def test_bad_input(rng, call, match):
     layer = MultiHeadAttention(8, 2, rng)
     with pytest.raises(ValueError, match=match):
         call(layer, rng.standard_normal((2, 3, 8)))
-
-
-# ── head explorer, driven in-kernel ──────────────────────────────────────────────────────────
-
-
-def test_head_explorer_recomputes_the_layer():
-    sentences = {"a b c": ["a", "b", "c"], "w x y z": ["w", "x", "y", "z"]}
-    ex = tw.head_explorer(sentences, d_model=16, seed=1)
-    assert ex.result["weights"].shape == (4, 3, 3) and ex.controls["head"].value == -1
-    ex.controls["n_heads"].value = 8
-    assert ex.result["weights"].shape == (8, 3, 3)
-    assert [o[1] for o in ex.controls["head"].options] == [-1, *range(8)]
-    ex.controls["head"].value = 6
-    ex.controls["sentence"].value = "w x y z"
-    # independent recomputation with the same random embedding and layer
-    vocab = sorted({"a", "b", "c", "w", "x", "y", "z"})
-    table = dict(zip(vocab, np.random.default_rng([1, 0]).standard_normal((7, 16)), strict=True))
-    layer = MultiHeadAttention(16, 8, np.random.default_rng([1, 8]))
-    x = np.stack([table[t] for t in "wxyz"])[None]
-    layer.forward(x, x, x)
-    np.testing.assert_allclose(ex.result["weights"], layer.weights[0], atol=1e-12)
-    assert ex.result["head"] == 6 and 'data-control="head">head 6</span>' in ex.status.value
-    ex.controls["n_heads"].value = 2  # head 6 does not exist with 2 heads: back to all heads
-    assert ex.controls["head"].value == -1 and ex.result["weights"].shape == (2, 4, 4)
-    assert ex.last_error is None

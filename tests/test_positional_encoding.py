@@ -187,7 +187,7 @@ def independent_row(pos, d_model):
 def test_explorer_starts_on_the_seed_table_of_50_by_64():
     ex = tw.pe_explorer()
     assert ex.last_error is None and ex.result["PE"].shape == (50, 64)
-    assert set(ex.controls) == {"positions", "d_model", "dim", "pos", "offset"}
+    assert set(ex.controls) == {"positions", "d_model", "dim", "pos", "offset", "slip"}
     for name, control in ex.controls.items():
         assert re.fullmatch(r"[A-Za-z0-9_]+", name) and {"tx-control", f"tx-control-{name}"} <= set(control._dom_classes)
     assert "tx-kind-slider" in ex.controls["d_model"]._dom_classes

@@ -71,19 +71,28 @@ def test_scaling_explorer_matches_an_independent_computation():
     ex = tw.scaling_explorer(T=8, seed=0)
     for d_k in (4, 1024):
         ex.controls["d_k"].value = d_k
-        for scaled in (False, True):
-            ex.controls["scaled"].value = scaled
-            rng = np.random.default_rng([0, d_k])
+        for scoring in ("raw", "scaled", "additive"):
+            ex.controls["scoring"].value = scoring
+            rng = np.random.default_rng([0, d_k, 0])
             Q, K = rng.standard_normal((8, d_k)), rng.standard_normal((8, d_k))
-            expected = softmax(Q @ K.T / (np.sqrt(d_k) if scaled else 1.0))
+            W_a, U_a = (rng.standard_normal((d_k, 64)) / np.sqrt(d_k) for _ in range(2))
+            v_a = rng.standard_normal(64) / np.sqrt(64)
+            if scoring == "additive":
+                scores = np.array([[v_a @ np.tanh(q @ W_a + k @ U_a) for k in K] for q in Q])
+            else:
+                scores = Q @ K.T / (np.sqrt(d_k) if scoring == "scaled" else 1.0)
+            expected = softmax(scores)
             np.testing.assert_allclose(ex.result["weights"], expected, atol=1e-12)
             assert ex.result["max_weight"] == pytest.approx(expected.max(-1).mean())
-    ex.controls["scaled"].value = False
+            J = [np.linalg.norm(np.diag(p) - np.outer(p, p)) for p in expected]
+            np.testing.assert_allclose(ex.result["jacobian_norm"], J, atol=1e-12)
+            np.testing.assert_allclose(ex.result["row_std"], scores.std(-1), atol=1e-12)
+    ex.controls["scoring"].value = "raw"
     unscaled = ex.result["max_weight"]
-    ex.controls["scaled"].value = True
+    ex.controls["scoring"].value = "scaled"
     assert unscaled > 0.9 > 0.6 > ex.result["max_weight"]
     assert 'data-control="d_k">1024</span>' in ex.status.value
-    assert 'data-control="scaled">on</span>' in ex.status.value
+    assert 'data-control="scoring">dot product ÷ √d_k</span>' in ex.status.value
 
 
 def test_query_explorer_follows_sentence_and_query():
@@ -136,7 +145,8 @@ def test_the_package_exports_every_name_the_notebooks_use():
 
 def test_fast_path_draws_exactly_what_a_full_redraw_draws():
     ex = tw.scaling_explorer()
-    for name, value in (("d_k", 256), ("scaled", False), ("d_k", 1)):
+    for name, value in (("d_k", 256), ("scoring", "raw"), ("draw", 3), ("scoring", "additive"),
+                        ("d_k", 1)):
         tw.assert_fast_path_matches_redraw(ex, name, value)  # blitting onto the kept background
     assert ex.cached_layouts == [None], "one layout, one figure"
 
@@ -219,23 +229,537 @@ def test_attention_maps_are_the_forward_passes_weights_and_clear_the_caches():
 
 # ── 01 · checks that drove notebook 01's explorers
 
+def bank_examples():
+    """Notebook 01's two hand-built sentences, as (tokens, Q, K, V) per sentence."""
+    embedding = {"we": [0, 0, 0, 1.0], "walked": [0, 0, 0, 0.5], "paid": [0.5, 0, 0, 0.5],
+                 "along": [0, 0, 0, 1.0], "at": [0, 0, 0, 1.0], "the": [0, 0, 0, 1.0],
+                 "river": [0, 2.0, 1.0, 0], "cash": [2.0, 0, 0, 0], "bank": [0.5, 0.5, 1.0, 0]}
+    W_q = np.array([[0, 0], [0, 0], [2, 0], [0, 1]], dtype=float)
+    W_k = np.array([[1, 0], [1, 0], [0, 0], [0, 1]], dtype=float)
+    examples = {}
+    for text in ("we walked along the river bank", "we paid cash at the bank"):
+        tokens = text.split()
+        X = np.array([embedding[t] for t in tokens])
+        examples[text] = (tokens, X @ W_q, X @ W_k, X)
+    return examples
+
+
+def changed_pixels(ex, control, value):
+    before = tw.explorer.png_pixels(ex.image.value)
+    ex.controls[control].value = value
+    assert ex.last_error is None, ex.last_error
+    after = tw.explorer.png_pixels(ex.image.value)
+    return 1.0 if before.shape != after.shape else float(np.any(before != after, axis=-1).mean())
+
+
+def test_01_scaling_explorer_unscaled_saturates_at_large_d_k():
+    # was notebook 01's cell that drove the explorer: d_k = 1024, toggle the scaling
+    ex = tw.scaling_explorer()
+    ex.controls["d_k"].value = 1024
+    ex.controls["scoring"].value = "raw"
+    raw = ex.result
+    ex.controls["scoring"].value = "scaled"
+    assert raw["max_weight"] > 0.8 > ex.result["max_weight"] and ex.last_error is None
+    assert raw["jacobian_norm"].mean() < ex.result["jacobian_norm"].mean() / 3
+    assert raw["row_std"].mean() > 10 * ex.result["row_std"].mean()
+
+
+def test_01_scaling_explorer_additive_scores_stay_bounded_at_every_d_k():
+    ex = tw.scaling_explorer()
+    ex.controls["scoring"].value = "additive"
+    for d_k in (1, 64, 1024):
+        for draw in (0, 5):
+            ex.controls["d_k"].value = d_k
+            ex.controls["draw"].value = draw
+            r = ex.result
+            assert np.abs(r["scores"]).max() <= r["bound"]  # tanh: |score| <= ||v_a||_1
+            assert r["scores"].std() < 2 and r["max_weight"] < 0.6
+    assert "bound ‖v_a‖₁" in ex.status.value
+
+
+def test_01_scaling_explorer_draws_afresh_and_every_control_changes_the_figure():
+    ex = tw.scaling_explorer()
+    first = ex.result["weights"]
+    assert changed_pixels(ex, "draw", 1) > 0.01
+    assert not np.allclose(first, ex.result["weights"]), "another draw, other Q and K"
+    assert changed_pixels(ex, "d_k", 128) > 0.01
+    assert changed_pixels(ex, "scoring", "additive") > 0.01
+    ex.controls["draw"].value = 0
+    ex.controls["d_k"].value = 64
+    ex.controls["scoring"].value = "scaled"
+    np.testing.assert_array_equal(ex.result["weights"], first)  # a draw is reproducible
+
+
+def test_01_query_explorer_bank_follows_its_context():
+    # was notebook 01's cell that drove the explorer: 'bank' next to 'cash', then 'river'
+    examples = bank_examples()
+    river_text, cash_text = examples
+    ex = tw.query_explorer(examples, value_names=["money", "water", "place", "function"])
+    ex.controls["sentence"].value = cash_text
+    ex.controls["query"].value = 5  # 'bank'
+    assert examples[cash_text][0][int(np.argmax(ex.result["row"]))] == "cash"
+    assert ex.result["output"][0] > ex.result["output"][1]  # more money than water
+    ex.controls["sentence"].value = river_text
+    assert examples[river_text][0][int(np.argmax(ex.result["row"]))] == "river"
+    assert ex.result["output"][1] > ex.result["output"][0]  # more water than money
+    assert "output: <b>money " in ex.status.value and ex.last_error is None
+
+
+def test_01_query_explorer_strength_scales_the_scores_and_the_output_is_the_weighted_sum():
+    examples = bank_examples()
+    cash_text = list(examples)[1]
+    tokens, Q, K, V = examples[cash_text]
+    ex = tw.query_explorer(examples)
+    ex.controls["sentence"].value = cash_text
+    tops = []
+    for s in (0.0, 1.0, 4.0):
+        ex.controls["strength"].value = s
+        out, w = scaled_dot_product_attention(s * Q, K, V)
+        np.testing.assert_allclose(ex.result["row"], w[-1], atol=1e-12)
+        np.testing.assert_allclose(ex.result["output"], out[-1], atol=1e-12)
+        np.testing.assert_allclose(ex.result["contributions"].sum(0), out[-1], atol=1e-12)
+        tops.append(ex.result["row"].max())
+    np.testing.assert_allclose(ex.result["contributions"][2], w[-1, 2] * V[2], atol=1e-12)
+    assert tops[0] == pytest.approx(1 / len(tokens)) and tops[0] < tops[1] < tops[2]
+    assert tops[2] > 0.95  # 'cash' takes over
+
+
+def test_01_query_explorer_fast_path_and_every_control_changes_the_figure():
+    examples = bank_examples()
+    ex = tw.query_explorer(examples)
+    tw.assert_fast_path_matches_redraw(ex, "strength", 2.5)
+    tw.assert_fast_path_matches_redraw(ex, "query", 0)
+    tw.assert_fast_path_matches_redraw(ex, "strength", 0.0)
+    rng = np.random.default_rng(1)  # negative values: segments stack left of 0 as well
+    signed = {"A": (["a", "b", "c"], *(rng.standard_normal((3, 2)) for _ in range(3)))}
+    ex_signed = tw.query_explorer(signed)
+    tw.assert_fast_path_matches_redraw(ex_signed, "strength", 3.0)
+    tw.assert_fast_path_matches_redraw(ex_signed, "query", 0)
+    ex.controls["strength"].value = 1.0
+    assert changed_pixels(ex, "strength", 1.5) > 0.01  # one step of the slider
+    assert changed_pixels(ex, "query", 1) > 0.01
+    assert changed_pixels(ex, "sentence", list(examples)[1]) > 0.01
+
 
 # ── 02 · checks that drove notebook 02's explorers
 
 
+@pytest.fixture(scope="module")
+def reversal():
+    return analysis.reversal_models()
+
+
+def test_head_explorer_shows_the_trained_heads_first_labelled(reversal):
+    ex = tw.head_explorer("3 1 4 1 5", models=reversal)
+    assert ex.controls["weights"].value == analysis.TRAINED and ex.controls["kind"].value == "cross"
+    assert ex.controls["layer"].value == 1 and ex.controls["head"].value == -1
+    # independent recomputation: the model's own forward pass, teacher-forced
+    src, tgt, src_labels, tgt_labels = analysis.reversal_example("3 1 4 1 5")
+    reversal[analysis.TRAINED].forward(src, tgt)
+    expected = reversal[analysis.TRAINED].decoder.layers[1].cross_attn.weights[0]
+    np.testing.assert_array_equal(ex.result["weights"], expected)
+    assert ex.result["rows"] == tgt_labels and ex.result["cols"] == src_labels
+    assert "TRAINED" in ex.result["label"] and ex.result["anti_diagonal"].min() > 0.7
+    assert "anti-diagonal share: <b>" in ex.status.value
+    ex.controls["weights"].value = analysis.RANDOM
+    assert "RANDOM" in ex.result["label"] and ex.result["anti_diagonal"].max() < 0.4
+    assert ex.last_error is None
+
+
+def test_head_explorer_follows_kind_layer_head_and_typed_digits(reversal):
+    ex = tw.head_explorer(models=reversal)
+    ex.controls["kind"].value = "encoder self"
+    ex.controls["layer"].value = 0
+    ex.controls["digits"].value = "2 7 1 8"
+    maps = analysis.attention_maps(reversal[analysis.TRAINED],
+                                   *analysis.reversal_example("2 7 1 8")[:2])
+    np.testing.assert_array_equal(ex.result["weights"], maps["encoder self"][0])
+    assert ex.result["rows"] == ex.result["cols"] == ["2", "7", "1", "8"]
+    ex.controls["kind"].value = "decoder self"
+    assert np.all(np.triu(ex.result["weights"], 1) == 0)  # causal
+    ex.controls["head"].value = 1
+    assert ex.result["head"] == 1 and 'data-control="head">head 1</span>' in ex.status.value
+    ex.controls["digits"].value = "1 2 x"  # not digits: the error is shown, the figure stays
+    assert "type 1 to" in str(ex.last_error) and ex.error.layout.display is None
+    ex.controls["digits"].value = "9 9"
+    assert ex.last_error is None and ex.result["weights"].shape == (2, 2, 2)
+
+
+def test_head_explorer_heads_differ_in_the_trained_encoder(reversal):
+    """What the notebook's prose says the explorer shows: heads do different jobs."""
+    ex = tw.head_explorer("3 1 4 1 5", models=reversal)
+    ex.controls["kind"].value = "encoder self"
+    ex.controls["layer"].value = 0
+    diagonal = ex.result["diagonal"]
+    assert diagonal[1] > diagonal[0] + 0.1, diagonal
+
+
+@pytest.mark.parametrize("control, values", [
+    ("weights", [analysis.RANDOM, analysis.TRAINED]),
+    ("layer", [0, 1]),
+])
+def test_head_explorer_fast_path_is_exact(reversal, control, values):
+    ex = tw.head_explorer("3 1 4 1 5", models=reversal)
+    for value in values:
+        tw.assert_fast_path_matches_redraw(ex, control, value)
+    ex.controls["head"].value = 0
+    tw.assert_fast_path_matches_redraw(ex, "head", 1)
+    tw.assert_fast_path_matches_redraw(ex, "weights", analysis.RANDOM
+                                       if ex.controls["weights"].value == analysis.TRAINED
+                                       else analysis.TRAINED)
+
+
 # ── 03 · checks that drove notebook 03's explorers
+
+def test_pe_explorer_driven_as_a_learner_would():
+    from helpers.transformer import positional_encoding
+
+    ex = tw.pe_explorer()
+    ex.controls["dim"].value = 0
+    ex.controls["offset"].value = 20
+    r = ex.result
+    np.testing.assert_allclose(r["moved"], positional_encoding(50, 64)[30], atol=1e-10)
+    assert r["angle"] == pytest.approx(20.0)  # pair 0 turns k * w_0 = k radians
+    ex.controls["positions"].value = 20  # row 10 + 20 no longer exists: the offset is clipped
+    assert {name: ex.controls[name].value for name in ("pos", "offset")} == {"pos": 10, "offset": 9}
+    assert ex.result["PE"].shape == (20, 64) and ex.last_error is None
+
+
+def test_pe_explorer_column_index_slip_makes_m_k_miss():
+    from helpers.transformer import positional_encoding
+
+    ex = tw.pe_explorer()
+    png = ex.image.value
+    ex.controls["slip"].value = True
+    r = ex.result
+    np.testing.assert_array_equal(r["PE"], tw.column_index_slip(50, 64))
+    np.testing.assert_allclose(r["PE"][:, 0::2], positional_encoding(50, 64)[:, 0::2], atol=1e-12)
+    assert r["error"] > 0.5 and ex.image.value != png and ex.last_error is None
+    assert 'data-control="slip">on</span>' in ex.status.value
+    ex.controls["dim"].value = 7  # an odd (cosine) column turns at its own speed under the slip
+    assert ex.result["wavelength"] == pytest.approx(2 * np.pi * 10000 ** (7 / 64))
+    tw.assert_fast_path_matches_redraw(ex, "offset", 12)
+    tw.assert_fast_path_matches_redraw(ex, "slip", False)
+    assert ex.result["error"] < 1e-10
 
 
 # ── 04 · checks that drove notebook 04's explorers
 
+def _mask_figure_text(ex):
+    fig = ex._drawn[ex.layout_key(ex.values())][0]
+    return " ".join(t.get_text() for t in fig.findobj(lambda a: hasattr(a, "get_text")))
+
+
+def test_mask_explorer_with_both_masks_is_the_models_own_forward():
+    ex = tw.mask_explorer(T=8, n_pad=3)
+    r = ex.result
+    assert r["src_labels"] == ["3", "1", "4", "1", "5"] + ["<pad>"] * 3
+    assert r["tgt_labels"] == ["<bos>", "5", "1", "4", "1"] + ["<pad>"] * 3
+    models = analysis.reversal_models()
+    for label in models:  # the model's forward masks padding and the future itself
+        ex.controls["weights"].value = label
+        maps = analysis.attention_maps(models[label], ex.result["src"], ex.result["tgt"])
+        for kind in tw.MASK_KINDS:
+            np.testing.assert_allclose(ex.result["maps"][kind], np.stack(maps[kind]), atol=1e-6)
+    assert ex.last_error is None
+
+
+def test_mask_explorer_trained_model_reverses_and_the_padding_mask_keeps_pad_out():
+    ex = tw.mask_explorer(T=8, n_pad=3)
+    assert ex.controls["weights"].value == analysis.TRAINED and "TRAINED" in _mask_figure_text(ex)
+    r = ex.result
+    assert r["predicted"] == r["expected"] == "5 1 4 1 3"
+    assert r["leak"] == {"encoder self": 0.0, "cross": 0.0} and r["blocked_weight"] == 0
+    cross = r["shown"]["cross"][:5, :5]  # layer 2: query t reads source 4 - t
+    assert np.all(cross.argmax(-1) == np.arange(5)[::-1])
+    ex.controls["padding"].value = False  # the leak the notebook drove by hand before
+    r = ex.result
+    assert r["leak"]["cross"] > 0.5 and r["leak"]["encoder self"] > 0.1
+    assert r["predicted"] != r["expected"], "reading <pad> keys spoils the trained answer"
+    assert "mask: none" in _mask_figure_text(ex)
+    ex.controls["padding"].value = True
+    assert ex.result["leak"]["cross"] == 0
+
+
+def test_mask_explorer_causal_toggle_and_random_weights_are_labelled():
+    ex = tw.mask_explorer(T=6, n_pad=0)
+    dec = ex.result["shown"]["decoder self"]
+    assert np.all(dec[np.triu_indices(6, 1)] == 0)
+    ex.controls["causal"].value = False
+    assert ex.result["shown"]["decoder self"][np.triu_indices(6, 1)].sum() > 0.1
+    ex.controls["weights"].value = analysis.RANDOM
+    text = _mask_figure_text(ex)
+    assert "RANDOM" in text and "TRAINED" not in text
+    ex.controls["layer"].value = 0
+    ex.controls["head"].value = 1
+    r = ex.result
+    np.testing.assert_array_equal(r["shown"]["cross"], r["maps"]["cross"][0, 1])
+    assert 'data-control="head">head 2</span>' in ex.status.value and ex.last_error is None
+
+
+def test_mask_explorer_all_padding_gives_zero_weights_not_nan():
+    ex = tw.mask_explorer(T=8, n_pad=3)
+    ex.controls["T"].value = 10
+    ex.controls["n_pad"].value = 10  # nothing but padding in the source
+    r = ex.result
+    assert r["src_labels"] == ["<pad>"] * 10 and r["fully_blocked"]["encoder self"].all()
+    assert r["fully_blocked"]["cross"].all()
+    for kind in ("encoder self", "cross"):
+        assert np.all(r["maps"][kind] == 0) and not np.isnan(r["maps"][kind]).any()
+    assert "fully blocked queries: <b>20" in ex.status.value and ex.last_error is None
+
+
+def test_mask_explorer_length_clips_the_padding():
+    ex = tw.mask_explorer(T=8, n_pad=3)
+    updates = ex.n_updates
+    ex.controls["T"].value = 4
+    assert ex.n_updates == updates + 1 and ex.controls["n_pad"].value == 3
+    ex.controls["n_pad"].value = 4
+    ex.controls["T"].value = 3  # n_pad clipped to the new T, one update
+    assert ex.controls["n_pad"].value == 3 and ex.result["src_labels"] == ["<pad>"] * 3
+    assert ex.last_error is None
+
+
+def test_mask_explorer_fast_path_draws_what_a_full_redraw_draws():
+    ex = tw.mask_explorer(T=7, n_pad=2)
+    for name, value in (("head", 1), ("causal", False), ("n_pad", 5), ("padding", False),
+                        ("layer", 0), ("weights", analysis.RANDOM)):
+        tw.assert_fast_path_matches_redraw(ex, name, value)  # same T: fast path, one figure
+    assert ex.cached_layouts == [7], "one cached figure per length T"
+
+
+def test_mask_explorer_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="2 <= T <= 10"):
+        tw.mask_explorer(T=11)
+    with pytest.raises(ValueError, match="0 <= n_pad <= T"):
+        tw.mask_explorer(T=4, n_pad=5)
+    with pytest.raises(ValueError, match="out of range"):
+        tw.mask_explorer().compute(weights=analysis.TRAINED, layer=2, head=0, T=5, n_pad=0,
+                                   causal=True, padding=True)
+
 
 # ── 05 · checks that drove notebook 05's explorers
+
+def block_models():
+    """The explorer's default models, built once per test (the explorer copies nothing)."""
+    return analysis.reversal_models()
+
+
+def encoder_input(model, text):
+    """Token vectors * sqrt(d_model) + PE, written out here (the explorer calls model.embed)."""
+    src, _, _, _ = analysis.reversal_example(text)
+    d = model.config.d_model
+    return model.src_embed[src[0]] * np.float32(np.sqrt(d)) + model.pe[:src.shape[1]]
+
+
+def test_block_explorer_shows_the_trained_encoder_stage_by_stage():
+    from helpers.transformer import EncoderBlock
+    from tests.test_block import block_reference, ln_reference  # loops and textbook formulas
+
+    models = block_models()
+    ex = tw.block_explorer(models, "3 1 4 1 5 9 2 6")
+    trained, random = models[analysis.TRAINED], models[analysis.RANDOM]
+    assert ex.last_error is None and ex.controls["weights"].value == analysis.TRAINED
+    assert ex.controls["layer"].max == 2 and ex.result["stage"] == 2
+    assert analysis.TRAINED in ex.result["weights"] and ex.result["labels"] == list("31415926")
+    x = encoder_input(trained, "3 1 4 1 5 9 2 6")
+    np.testing.assert_allclose(ex.result["stages"][0], x, rtol=1e-6)
+    np.testing.assert_allclose(ex.result["stages"][-1], block_reference(trained.encoder.layers[0], x),
+                               atol=1e-4)
+    cos = ex.result["cos"]  # stage 2, r = x + a: the trained sum keeps the input
+    np.testing.assert_allclose(cos, (ex.result["stages"][2] * x).sum(-1) / np.linalg.norm(
+        ex.result["stages"][2], axis=-1) / np.linalg.norm(x, axis=-1), rtol=1e-5)
+    assert cos.min() > 0.9 and 'data-control="weights">trained' in ex.status.value
+
+    ex.controls["layer"].value = 2  # block 2's output is the encoder's output (the memory)
+    ex.controls["stage"].value = 6
+    src, _, _, _ = analysis.reversal_example("3 1 4 1 5 9 2 6")
+    np.testing.assert_allclose(ex.result["activations"], trained.encode(src)[0][0], atol=1e-6)
+    assert ex.controls["stage"].label == "6 · norm" and ex.result["formula"] == "out = LN₂(s)"
+
+    png = ex.image.value
+    ex.controls["weights"].value = analysis.RANDOM  # the untrained twin, labelled in the title
+    assert ex.image.value != png and ex.result["weights"] == analysis.RANDOM
+    assert all(m.cache is None for m in random.encoder.modules())  # caches cleared
+    np.testing.assert_allclose(ex.result["activations"], random.encode(src)[0][0], atol=1e-6)
+
+    updates = ex.n_updates
+    ex.controls["norm_first"].value = True  # the same trained weights in the Pre-LN order
+    assert ex.n_updates == updates + 1, "one recompute per change, even with linked controls"
+    assert ex.controls["stage"].value == 6 and ex.controls["stage"].label == "6 · add"
+    ex.controls["weights"].value = analysis.TRAINED
+    h = x
+    for block in trained.encoder.layers:
+        pre = EncoderBlock(32, 2, 128, np.random.default_rng(0), norm_first=True)
+        pre.load_parameters(block.parameters())
+        h = block_reference(pre, h)
+    np.testing.assert_allclose(ex.result["activations"], h, atol=1e-4)
+    ex.controls["stage"].value = 1  # Pre-LN stage 1 is the first norm: trained gamma, beta
+    norm1 = trained.encoder.layers[1].norm1  # block 2, the block still chosen
+    np.testing.assert_allclose(ex.result["activations"],
+                               ln_reference(ex.result["stages"][0], norm1.gamma, norm1.beta), atol=1e-5)
+    ex.controls["norm_first"].value = False
+    assert ex.controls["stage"].label == "1 · self-attention" and ex.last_error is None
+
+
+def test_block_explorer_digits_box_and_bad_digits():
+    ex = tw.block_explorer(block_models(), "3 1 4")
+    ex.controls["digits"].value = "2 7 1 8 2"
+    assert ex.result["activations"].shape == (5, 32) and ex.result["labels"] == list("27182")
+    ex.controls["digits"].value = "12a"  # shown in the explorer's error box, the figure kept
+    assert isinstance(ex.last_error, ValueError) and "digits" in ex.error.value
+    ex.controls["digits"].value = "9"
+    assert ex.last_error is None and ex.result["activations"].shape == (1, 32)
+
+
+def test_block_explorer_fast_path_draws_what_a_redraw_draws_and_every_control_counts():
+    from helpers.widgets.explorer import png_pixels
+
+    ex = tw.block_explorer(block_models())
+    for name, value in (("stage", 4), ("layer", 2), ("weights", analysis.RANDOM), ("stage", 0),
+                        ("weights", analysis.TRAINED)):
+        tw.assert_fast_path_matches_redraw(ex, name, value)
+    assert len(ex.cached_layouts) == 1
+    for name, value in (("norm_first", True), ("digits", "1 2 3"), ("layer", 1), ("stage", 3)):
+        before = png_pixels(ex.image.value)
+        ex.controls[name].value = value
+        after = png_pixels(ex.image.value)
+        assert before.shape != after.shape or (before != after).any(-1).mean() > 0.01, name
+
+
+def test_block_explorer_refuses_a_pre_ln_model():
+    from dataclasses import replace
+
+    from helpers.transformer import Transformer
+
+    config = block_models()[analysis.TRAINED].config
+    pre = Transformer.from_config(replace(config, norm_first=True), np.random.default_rng(0))
+    with pytest.raises(ValueError, match="Post-LN encoder"):
+        tw.block_explorer({"pre": pre})
 
 
 # ── 06 · checks that drove notebook 06's explorers
 
 
+@pytest.fixture(scope="module")
+def reversal_viewer():
+    return tw.attention_viewer(analysis.reversal_models())
+
+
+def test_attention_viewer_shows_the_trained_model_first_and_names_the_weights(reversal_viewer):
+    viewer = reversal_viewer
+    viewer.controls["weights"].value = analysis.TRAINED
+    viewer.controls["digits"].value = "3 1 4 1 5"
+    viewer.controls["kind"].value = "cross"
+    viewer.controls["layer"].value = 1
+    viewer.controls["head"].value = 0
+    assert tw.attention_viewer(analysis.reversal_models()).values()["weights"] == analysis.TRAINED
+    shown = [t.get_text() for t in viewer._drawn[viewer.layout_key(viewer.values())][0].findobj(
+        lambda a: hasattr(a, "get_text"))]
+    assert any(analysis.TRAINED in t for t in shown)
+    # trained cross-attention reads the source backwards: query t -> source position S-1-t
+    assert viewer.result["weights"].argmax(axis=-1).tolist() == [4, 3, 2, 1, 0]
+    assert viewer.result["reversed_share"] > 0.8
+    assert "5 1 4 1 3 &lt;eos&gt;" in viewer.status.value  # its greedy answer: reversed
+    viewer.controls["weights"].value = analysis.RANDOM
+    assert viewer.result["reversed_share"] < 0.5
+    shown = [t.get_text() for t in viewer._drawn[viewer.layout_key(viewer.values())][0].findobj(
+        lambda a: hasattr(a, "get_text"))]
+    assert any(analysis.RANDOM in t for t in shown)
+    viewer.controls["weights"].value = analysis.TRAINED
+
+
+def test_attention_viewer_reads_the_models_own_weights(reversal_viewer):
+    viewer, models = reversal_viewer, analysis.reversal_models()
+    viewer.controls["digits"].value = "2 7 1 8 2 8"
+    for weights in (analysis.TRAINED, analysis.RANDOM):
+        viewer.controls["weights"].value = weights
+        src, tgt, _, _ = analysis.reversal_example("2 7 1 8 2 8")
+        maps = analysis.attention_maps(models[weights], src, tgt)
+        for kind in tw.ATTENTION_KINDS:
+            viewer.controls["kind"].value = kind
+            for layer in (0, 1):
+                viewer.controls["layer"].value = layer
+                viewer.controls["head"].value = 1
+                np.testing.assert_array_equal(viewer.result["weights"], maps[kind][layer][1])
+    viewer.controls["kind"].value = "decoder self"  # the causal mask: blocked cells, zero weight
+    assert np.all(viewer.result["weights"][viewer.result["blocked"]] == 0)
+    assert viewer.result["blocked"].sum() == 6 * 5 // 2 and viewer.last_error is None
+    viewer.controls["digits"].value = "3 1 4 1 5"
+    viewer.controls["weights"].value = analysis.TRAINED
+    viewer.controls["kind"].value = "cross"
+
+
+def test_attention_viewer_fast_path_is_exact_and_every_control_changes_it(reversal_viewer):
+    viewer = reversal_viewer
+    viewer.controls["digits"].value = "3 1 4 1 5"
+    viewer.controls["kind"].value = "decoder self"
+    viewer.controls["layer"].value = 1
+    viewer.controls["head"].value = 0
+    viewer.controls["weights"].value = analysis.TRAINED
+    before = bytes(viewer.image.value)
+    for control, value in (("weights", analysis.RANDOM), ("layer", 0), ("head", 1),
+                           ("head", -1), ("weights", analysis.TRAINED), ("layer", 1)):
+        tw.assert_fast_path_matches_redraw(viewer, control, value)
+        assert bytes(viewer.image.value) != before
+        before = bytes(viewer.image.value)
+    for control, value in (("kind", "encoder self"), ("digits", "9 8 7")):  # new layouts
+        viewer.controls[control].value = value
+        assert viewer.last_error is None and bytes(viewer.image.value) != before
+        before = bytes(viewer.image.value)
+    assert viewer.result["weights"].shape == (3, 3)
+    viewer.controls["digits"].value = "9 x"  # shown, not raised; the last figure stays
+    assert "type 1 to 10 digits" in viewer.error.value and bytes(viewer.image.value) == before
+    viewer.controls["digits"].value = "3 1 4 1 5"
+    assert viewer.last_error is None
+
+
 # ── 07 · checks that drove notebook 07's explorers
 
 
+@pytest.fixture(scope="module")
+def nb07_comparison():
+    models = analysis.reversal_models(seed=0)
+    return tw.attention_comparison(
+        models[analysis.RANDOM], models[analysis.TRAINED],
+        ["3 1 4 1 5 9 2 6", "2 7 1 8 2 8", "9 8 7 6 5 4 3 2 1 0", "4 2", "5 5 5 1 5 5"], note="test")
+
+
+def test_nb07_typed_digits_are_reversed_by_the_trained_model(nb07_comparison):
+    ex = nb07_comparison
+    ex.controls["digits"].value = "0123456789"
+    r = ex.result
+    assert r["output"] == "9 8 7 6 5 4 3 2 1 0 <eos>" and r["trained_mass"] > r["random_mass"]
+    assert ex.controls["layer"].value == 1 and ex.last_error is None
+    ex.controls["example"].value = "4 2"
+    assert ex.controls["digits"].value == "4 2" and ex.result["trained"].shape == (3, 2)
+    assert ex.last_error is None
+
+
+def test_nb07_panels_are_labelled_random_and_trained(nb07_comparison):
+    ex = nb07_comparison
+    ex.controls["example"].value = "2 7 1 8 2 8"
+    from helpers.widgets.training import _comparison_title
+    assert _comparison_title("random", ex.result).startswith("RANDOM initial weights")
+    assert _comparison_title("trained", ex.result).startswith("TRAINED weights")
+
+
+def test_nb07_fast_path_matches_a_full_redraw(nb07_comparison):
+    from helpers.widgets.explorer import assert_fast_path_matches_redraw
+    assert_fast_path_matches_redraw(nb07_comparison, "head", 0)
+
+
+
 # ── 08 · checks that drove notebook 08's explorers
+
+
+def test_nb08_cost_explorer_at_512_keys_blocks_of_32():
+    ex = tw.cost_explorer()
+    ex.controls["n"].value = 512
+    ex.controls["d_k"].value = 64
+    ex.controls["block"].value = 32
+    r = ex.result
+    assert r["bytes"] == {"plain": 512 * 512 * 4, "online": 512 * 32 * 4}
+    assert r["flops"] == 4 * 512 * 512 * 64
+    assert r["max_diff"] < 5e-6
+    assert all(t > 0 for t in r["ms"].values()) and ex.last_error is None

@@ -6,6 +6,7 @@
                 convention of the browser tests) and the check that a fast path draws what a full
                 redraw draws (``assert_fast_path_matches_redraw``)
 * ``attention`` 01-02: ``scaling_explorer``, ``query_explorer``, ``head_explorer``
+                (the reversal model's heads, trained and random)
 * ``positions`` 03: ``pe_explorer``
 * ``masks``     04: ``mask_explorer``
 * ``blocks``    05: ``block_explorer``, ``stage_options``, ``POST_LN_STAGES``, ``PRE_LN_STAGES``
@@ -19,7 +20,7 @@ training, decoding -> transformer; nothing in helpers imports this package.
 """
 
 from helpers.widgets.attention import (
-    HEAD_COUNTS,
+    HEAD_KINDS,
     POWERS_OF_TWO,
     head_explorer,
     query_explorer,
@@ -34,8 +35,8 @@ from helpers.widgets.explorer import (
     control_kind,
     display_value,
 )
-from helpers.widgets.masks import MASK_RGB, MASK_WORDS, mask_explorer
-from helpers.widgets.positions import PE_D_MODELS, pe_explorer
+from helpers.widgets.masks import MASK_DIGITS, MASK_KINDS, MASK_RGBA, mask_explorer
+from helpers.widgets.positions import PE_D_MODELS, column_index_slip, pe_explorer
 from helpers.widgets.training import TrainingMonitor, attention_comparison
 
 __all__ = [
@@ -48,14 +49,16 @@ __all__ = [
     "POWERS_OF_TWO",
     "scaling_explorer",
     "query_explorer",
-    "HEAD_COUNTS",
+    "HEAD_KINDS",
     "head_explorer",
     # 03
     "PE_D_MODELS",
+    "column_index_slip",
     "pe_explorer",
     # 04
-    "MASK_WORDS",
-    "MASK_RGB",
+    "MASK_DIGITS",
+    "MASK_KINDS",
+    "MASK_RGBA",
     "mask_explorer",
     # 05
     "POST_LN_STAGES",

@@ -5,79 +5,136 @@ from __future__ import annotations
 import ipywidgets as W
 import numpy as np
 
-from helpers.analysis import entropy
-from helpers.module import clear_caches
-from helpers.plots import heatmap, heatmap_grid
-from helpers.transformer import MultiHeadAttention, scaled_dot_product_attention, softmax
+from helpers.analysis import (
+    RANDOM,
+    TRAINED,
+    attention_maps,
+    entropy,
+    reversal_example,
+    reversal_models,
+)
+from helpers.plots import heatmap
+from helpers.transformer import scaled_dot_product_attention, softmax
 from helpers.widgets.explorer import Explorer, animate, join_panels
 
-__all__ = ["POWERS_OF_TWO", "HEAD_COUNTS", "scaling_explorer", "query_explorer", "head_explorer"]
+__all__ = ["POWERS_OF_TWO", "HEAD_KINDS", "scaling_explorer", "query_explorer", "head_explorer"]
 
 
 # ── notebook 01 · scaled dot-product attention ──────────────────────────────────────────────
 
 POWERS_OF_TWO = [2**k for k in range(0, 11)]  # d_k from 1 to 1024
+SCORINGS = [("dot product ÷ √d_k", "scaled"), ("dot product, NOT scaled", "raw"),
+            ("additive: v·tanh(qW+kU)", "additive")]
+SCORING_NAMES = {"scaled": "q·k / √d_k", "raw": "q·k, NOT scaled", "additive": "additive"}
 
 
-def scaling_explorer(T: int = 8, seed: int = 0) -> Explorer:
-    """d_k slider and a scaling toggle over random unit-variance queries and keys (T of each).
+def softmax_jacobian_norm(weights):
+    """‖diag(p) − p pᵀ‖_F for every row p of `weights` (..., T): how much the softmax passes on."""
+    eye = np.eye(weights.shape[-1])
+    J = weights[..., :, None] * eye - weights[..., :, None] * weights[..., None, :]
+    return np.linalg.norm(J, axis=(-2, -1))
 
-    The same random draw is used for both positions of the toggle, so the only change you see
-    is the division by sqrt(d_k).
+
+def scaling_explorer(T: int = 8, seed: int = 0, d_a: int = 64) -> Explorer:
+    """Random queries and keys (T of each), scored three ways; one fresh draw per `draw` value.
+
+    For each (d_k, draw) the explorer draws RANDOM unit-variance Q, K and RANDOM additive weights
+    W_a, U_a (d_k × d_a, variance 1/d_k) and v_a (variance 1/d_a), so switching the scoring
+    changes nothing else. Left: the softmax weights. Right: every query row as a point (its
+    scores' standard deviation, its softmax Jacobian norm) on the mean curve of Gaussian score
+    rows of that spread: the curve rises, peaks at a moderate spread, then falls as softmax
+    saturates.
     """
     controls = {
         "d_k": W.SelectionSlider(options=POWERS_OF_TWO, value=64, description="d_k"),
-        "scaled": W.ToggleButton(value=True, description="divide by √d_k"),
+        "scoring": W.Dropdown(options=SCORINGS, value="scaled", description="scores"),
+        "draw": W.IntSlider(value=0, min=0, max=9, description="random draw"),
     }
+    curve_rng = np.random.default_rng([seed, 2**20])
+    spreads = np.geomspace(0.05, 100, 60)
+    z = curve_rng.standard_normal((400, T))  # Gaussian score rows, scaled to each spread
+    curve_x = np.array([(s * z).std(axis=-1).mean() for s in spreads])
+    curve_y = np.array([softmax_jacobian_norm(softmax(s * z)).mean() for s in spreads])
 
-    def compute(d_k, scaled):
-        rng = np.random.default_rng([seed, d_k])
+    def compute(d_k, scoring, draw):
+        rng = np.random.default_rng([seed, d_k, draw])
         Q = rng.standard_normal((T, d_k))  # random, unit variance per component
         K = rng.standard_normal((T, d_k))
-        if scaled:
-            _, weights = scaled_dot_product_attention(Q, K, K)
+        W_a, U_a = (rng.standard_normal((d_k, d_a)) / np.sqrt(d_k) for _ in range(2))
+        v_a = rng.standard_normal(d_a) / np.sqrt(d_a)
+        if scoring == "additive":
+            scores = np.tanh((Q @ W_a)[:, None, :] + (K @ U_a)[None, :, :]) @ v_a  # (T, T)
         else:
-            weights = softmax(Q @ K.swapaxes(-1, -2), axis=-1)
+            scores = Q @ K.swapaxes(-1, -2) / (np.sqrt(d_k) if scoring == "scaled" else 1.0)
+        weights = softmax(scores, axis=-1)
         return {
+            "scores": scores,
             "weights": weights,
+            "row_std": scores.std(axis=-1),
+            "jacobian_norm": softmax_jacobian_norm(weights),
             "max_weight": float(weights.max(axis=-1).mean()),
             "entropy": float(entropy(weights).mean()),
+            "bound": float(np.abs(v_a).sum()),  # |additive score| <= ||v_a||_1
         }
 
     def title(values):
-        return (f"random Q, K · d_k = {values['d_k']} · "
-                + ("scaled" if values["scaled"] else "NOT scaled"))
+        return f"RANDOM Q, K · d_k = {values['d_k']} · {SCORING_NAMES[values['scoring']]}"
+
+    def points(result):
+        return np.column_stack([np.clip(result["row_std"], 0.05, 100), result["jacobian_norm"]])
 
     def draw(fig, result, values):
-        ax = fig.subplots()
+        ax, ax_j = fig.subplots(1, 2, width_ratios=[1, 1.15])
         image = heatmap(result["weights"], [f"q{i}" for i in range(T)],
-                        [f"k{j}" for j in range(T)], ax=ax, vmin=0, vmax=1, title=title(values),
-                        annotate=False)  # 64 numbers would triple the update time
-        changing = animate([image, ax.title])
+                        [f"k{j}" for j in range(T)], ax=ax, vmin=0, vmax=1, title=" ",
+                        annotate=False, colorbar=False)  # 64 numbers would triple the update time
+        # the title's room is kept by the blank title; the text itself never moves the layout
+        heading = ax.text(0.5, 1.02, title(values), transform=ax.transAxes, ha="center",
+                          va="bottom", fontsize=9, in_layout=False)
+        ax_j.plot(curve_x, curve_y, color="0.6", label=f"mean over Gaussian rows ({T} keys)")
+        dots = ax_j.scatter(*points(result).T, color="tab:red", zorder=3,
+                            label="this draw's query rows")
+        ax_j.set(xscale="log", xlim=(0.05, 100), ylim=(0, 0.6),
+                 xlabel="std of a row's scores", ylabel="‖J‖_F of its softmax",
+                 title="softmax Jacobian norm: rises, peaks, falls")
+        ax_j.title.set_fontsize(9)
+        ax_j.legend(loc="upper right", fontsize=8)
+        changing = animate([image, dots, heading])
 
         def refresh(result, values):  # same layout, new numbers
             image.set_data(result["weights"])
-            ax.set_title(title(values))
+            dots.set_offsets(points(result))
+            heading.set_text(title(values))
             return changing
 
         return refresh
 
     def status(result, values):
-        return [
+        items = [
+            ("score std", f"{result['scores'].std():.2f}"),
             ("mean max weight", f"{result['max_weight']:.3f}"),
             ("mean entropy", f"{result['entropy']:.3f} nats (uniform = {np.log(T):.3f})"),
+            ("mean ‖J‖_F", f"{result['jacobian_norm'].mean():.3f}"),
         ]
+        if values["scoring"] == "additive":
+            items.append(("bound ‖v_a‖₁", f"{result['bound']:.2f}"))
+        return items
 
-    return Explorer(controls, compute, draw, status, figsize=(5.6, 4.4),
+    return Explorer(controls, compute, draw, status, figsize=(9.0, 4.0),
                     title="Scaling explorer",
-                    note="Random Q and K (unit variance), not learned. Move d_k; toggle scaling.")
+                    note="RANDOM Q, K and additive weights (not learned). Move d_k, switch the "
+                         "scoring, draw again.")
 
 
 def query_explorer(examples: dict[str, tuple[list[str], np.ndarray, np.ndarray, np.ndarray]],
-                   query: int = -1) -> Explorer:
-    """Pick an example sentence and a query token; see that query's weights over the keys.
+                   query: int = -1, value_names: list[str] | None = None) -> Explorer:
+    """Pick a sentence, a query token and a strength s; see the query's weights and its output.
 
     examples: name -> (tokens, Q, K, V) with Q, K of shape (T, d_k) and V of shape (T, d_v).
+    The strength multiplies Q (that is, W_q), so every score is multiplied by s: at s = 0 the
+    weights are uniform, as s grows they concentrate on the best-matching key. The right panel
+    is the output of the query, sum_j w_j v_j, each value feature split into the share each key
+    contributes (one colour per key, as in the left panel).
     """
     names = list(examples)
     if not names:
@@ -91,6 +148,8 @@ def query_explorer(examples: dict[str, tuple[list[str], np.ndarray, np.ndarray, 
     controls = {
         "sentence": W.Dropdown(options=names, value=names[0], description="sentence"),
         "query": W.Dropdown(options=first, value=first[query][1], description="query"),
+        "strength": W.FloatSlider(value=1.0, min=0.0, max=4.0, step=0.5, readout_format=".1f",
+                                  description="W_q × s"),
     }
 
     def follow_sentence(change, controls):  # keep the query position when the sentence changes
@@ -101,16 +160,19 @@ def query_explorer(examples: dict[str, tuple[list[str], np.ndarray, np.ndarray, 
         controls["query"].options = options  # this resets the value to the first option
         controls["query"].value = keep
 
-    def compute(sentence, query):
+    def compute(sentence, query, strength):
         tokens, Q, K, V = examples[sentence]
-        output, weights = scaled_dot_product_attention(Q, K, V)
+        output, weights = scaled_dot_product_attention(strength * np.asarray(Q), K, V)
+        V = np.asarray(V, dtype=float)
+        names = value_names or [f"v[{f}]" for f in range(V.shape[-1])]
         return {"tokens": tokens, "weights": weights, "row": weights[query],
-                "output": output[query], "query": query}
+                "output": output[query], "query": query, "V": V, "value_names": names,
+                "contributions": weights[query][:, None] * V}  # (T_k, d_v): w_j v_j
 
     def draw(fig, result, values):
-        ax_bar, ax_map = fig.subplots(1, 2, width_ratios=[1, 1.25])
+        ax_bar, ax_out = fig.subplots(1, 2, width_ratios=[1, 1.2])
         changing, refresh_panels = join_panels(_query_row_panel(ax_bar, result),
-                                               _query_map_panel(ax_map, result))
+                                               _query_output_panel(ax_out, result))
         animate(changing)
         shown = result["tokens"]
 
@@ -124,19 +186,26 @@ def query_explorer(examples: dict[str, tuple[list[str], np.ndarray, np.ndarray, 
     def status(result, values):
         tokens, row = result["tokens"], result["row"]
         top = int(np.argmax(row))
+        out = ", ".join(f"{n} {x:.2f}" for n, x in zip(result["value_names"], result["output"],
+                                                       strict=True))
         return [("strongest key", f"'{tokens[top]}' ({row[top]:.3f})"),
-                ("row sum", f"{row.sum():.3f}")]
+                ("output", out), ("row sum", f"{row.sum():.3f}")]
 
-    return Explorer(controls, compute, draw, status, link=follow_sentence, figsize=(7.6, 3.4),
+    return Explorer(controls, compute, draw, status, link=follow_sentence, figsize=(8.4, 3.4),
                     layout_key=lambda values: values["sentence"],
                     title="Query explorer",
-                    note="Hand-built example weights (not learned). Pick a sentence and a query.")
+                    note="Hand-built example weights (not learned). Pick a sentence and a query; "
+                         "s scales W_q.")
+
+
+def _key_colours(n):
+    return [f"C{j % 10}" for j in range(n)]
 
 
 def _query_row_panel(ax, result):
-    """Bars: the chosen query's weight on every key, each with its value."""
+    """Bars: the chosen query's weight on every key (one colour per key), each with its value."""
     tokens, row, q = result["tokens"], result["row"], result["query"]
-    bars = ax.barh(np.arange(len(tokens)), row, color="tab:blue")
+    bars = ax.barh(np.arange(len(tokens)), row, color=_key_colours(len(tokens)))
     ax.set_yticks(np.arange(len(tokens)), tokens)
     ax.invert_yaxis()
     ax.set_xlim(0, 1)
@@ -156,68 +225,105 @@ def _query_row_panel(ax, result):
     return [*bars, *labels, ax.title], update
 
 
-def _query_map_panel(ax, result):
-    """Heatmap: every query's weights, the chosen query's row framed in red."""
-    tokens, q = result["tokens"], result["query"]
-    heatmap(result["weights"], tokens, tokens, ax=ax, vmin=0, vmax=1, annotate=False,
-            colorbar=False, title="all queries")
-    lines = [ax.axhline(q + d, color="red", lw=2) for d in (-0.5, 0.5)]
+def _stacks(contributions):
+    """Left edges of each key's segment in each feature's stacked bar (positives right of 0,
+    negatives left of 0), shape (T_k, d_v)."""
+    pos, neg = np.maximum(contributions, 0), np.minimum(contributions, 0)
+    starts_pos = np.cumsum(pos, axis=0) - pos
+    starts_neg = np.cumsum(neg, axis=0)  # a negative segment spans [start, start - c]
+    return np.where(contributions >= 0, starts_pos, starts_neg)
+
+
+def _query_output_panel(ax, result):
+    """Stacked bars: the output sum_j w_j v_j per value feature, split by key j."""
+    V, contributions = result["V"], result["contributions"]
+    n_keys, d_v = contributions.shape
+    rows = np.arange(d_v)
+    lefts = _stacks(contributions)
+    colours = _key_colours(n_keys)
+    segments = [ax.barh(rows, np.abs(contributions[j]), left=lefts[j], color=colours[j],
+                        height=0.6) for j in range(n_keys)]
+    ax.set_yticks(rows, result["value_names"])
+    ax.invert_yaxis()
+    lo, hi = min(0.0, V.min()), max(0.0, V.max())  # a convex mix stays inside these
+    ax.set_xlim(lo - 0.05 * (hi - lo), hi + 0.25 * (hi - lo))
+    ax.axvline(0, color="0.5", lw=0.8)
+    ax.set_xlabel("output = Σ_j w_j v_j (coloured by key j)")
+    ax.set_title(f"output of '{result['tokens'][result['query']]}'")
+    totals = [ax.text(hi + 0.02 * (hi - lo), f, f"{x:.2f}", va="center", fontsize=8)
+              for f, x in zip(rows, result["output"], strict=True)]
 
     def update(result, values):
-        q = result["query"]
-        for line, d in zip(lines, (-0.5, 0.5), strict=True):
-            line.set_ydata([q + d, q + d])
+        contributions = result["contributions"]
+        lefts = _stacks(contributions)
+        for j, bars in enumerate(segments):
+            for f, bar in enumerate(bars):
+                bar.set_width(abs(contributions[j, f]))
+                bar.set_x(lefts[j, f])
+        for text, x in zip(totals, result["output"], strict=True):
+            text.set_text(f"{x:.2f}")
+        ax.set_title(f"output of '{result['tokens'][result['query']]}'")
 
-    return lines, update
+    return [*(b for bars in segments for b in bars), *totals, ax.title], update
 
 
 # ── notebook 02 · multi-head attention ──────────────────────────────────────────────────────
 
-HEAD_COUNTS = [1, 2, 4, 8]
+HEAD_KINDS = ["cross", "encoder self", "decoder self"]  # the three attentions of the model
+WEIGHT_LABELS = {TRAINED: "TRAINED (notebook 07)", RANDOM: "RANDOM (untrained)"}
 
 
-def head_explorer(sentences: dict[str, list[str]], d_model: int = 64, seed: int = 0) -> Explorer:
-    """Per-head attention weights of a RANDOMLY initialised MultiHeadAttention layer.
+def head_explorer(digits: str = "3 1 4 1 5 9 2 6", models: dict | None = None) -> Explorer:
+    """Every head of one attention of the reversal model, side by side, on digits you type.
 
-    Each token gets a fixed random embedding; for each number of heads (1, 2, 4, 8 at the same
-    d_model) one layer is drawn once from its own seed. Every change runs the layer's forward
-    pass again. Nothing here is learned: differences between heads come from their different
-    random projections.
+    models: {TRAINED: model, RANDOM: model} as ``helpers.analysis.reversal_models()`` returns
+    (the default). Controls: the weights (trained first), the digits (1 to MAX_LEN of them), the
+    attention kind (cross, encoder self, decoder self), the layer, and all heads or one. The
+    decoder reads <bos> + the reversed digits (teacher forcing), so cross-attention row t is the
+    query that writes output digit t. The status line measures every head: its mean entropy,
+    its share of weight on the anti-diagonal (query t reading key L-1-t: reversal) and on the
+    diagonal (a token reading itself).
     """
-    if not sentences:
-        raise ValueError("head_explorer needs at least one sentence")
-    vocab = sorted({t for tokens in sentences.values() for t in tokens})
-    table_rng = np.random.default_rng([seed, 0])
-    embedding = dict(zip(vocab, table_rng.standard_normal((len(vocab), d_model)), strict=True))
-    layers = {h: MultiHeadAttention(d_model, h, np.random.default_rng([seed, h]))
-              for h in HEAD_COUNTS}
+    models = reversal_models() if models is None else models
+    some = next(iter(models.values()))
+    n_layers, n_heads = len(some.decoder.layers), some.decoder.layers[0].cross_attn.n_heads
+    maps_cache: dict = {}
 
-    def head_options(n_heads):
-        return [("all heads", -1)] + [(f"head {i}", i) for i in range(n_heads)]
+    def maps_of(weights, text):  # one forward pass per (weights, digits), kept
+        key = (weights, " ".join(text.split()))
+        if key not in maps_cache:
+            src, tgt, src_labels, tgt_labels = reversal_example(text)
+            maps_cache[key] = (attention_maps(models[weights], src, tgt), src_labels, tgt_labels)
+            while len(maps_cache) > 16:
+                maps_cache.pop(next(iter(maps_cache)))
+        return maps_cache[key]
 
-    names = list(sentences)
     controls = {
-        "sentence": W.Dropdown(options=names, value=names[0], description="sentence"),
-        "n_heads": W.SelectionSlider(options=HEAD_COUNTS, value=4, description="heads"),
-        "head": W.Dropdown(options=head_options(4), value=-1, description="show"),
+        "weights": W.Dropdown(options=[(WEIGHT_LABELS.get(k, k), k) for k in models],
+                              value=next(iter(models)), description="weights"),
+        "digits": W.Text(value=digits, description="digits", continuous_update=False),
+        "kind": W.Dropdown(options=HEAD_KINDS, value="cross", description="attention"),
+        "layer": W.Dropdown(options=list(range(n_layers)), value=n_layers - 1,
+                            description="layer"),
+        "head": W.Dropdown(options=[("all heads", -1)] + [(f"head {i}", i)
+                                                          for i in range(n_heads)],
+                           value=-1, description="show"),
     }
 
-    def follow_heads(change, controls):
-        if change["owner"] is not controls["n_heads"]:
-            return
-        keep = controls["head"].value
-        controls["head"].options = head_options(change["new"])
-        controls["head"].value = keep if keep < change["new"] else -1
-
-    def compute(sentence, n_heads, head):
-        tokens = sentences[sentence]
-        x = np.stack([embedding[t] for t in tokens])[None]  # (1, T, d_model), random
-        layer = layers[n_heads]
-        out = layer.forward(x, x, x)  # (1, T, d_model)
-        clear_caches(layer)  # no backward follows; layer.weights stays
-        weights = layer.weights[0]  # (h, T, T)
-        return {"tokens": tokens, "weights": weights, "output": out[0], "head": head,
-                "entropy": entropy(weights).mean(axis=-1)}  # (h,)
+    def compute(weights, digits, kind, layer, head):
+        maps, src_labels, tgt_labels = maps_of(weights, digits)
+        w = maps[kind][layer]  # (h, T_q, T_k)
+        rows = src_labels if kind == "encoder self" else tgt_labels
+        cols = tgt_labels if kind == "decoder self" else src_labels
+        L, i = len(src_labels), np.arange(len(src_labels))
+        return {"weights": w, "rows": rows, "cols": cols, "head": head,
+                "ylabel": "query: " + ("source" if kind == "encoder self" else "decoder input"),
+                "xlabel": "key: " + ("decoder input" if kind == "decoder self" else "source"),
+                "label": f"{WEIGHT_LABELS.get(weights, weights)} · {kind} attention, "
+                         f"layer {layer}",
+                "entropy": entropy(w).mean(axis=-1),  # (h,)
+                "anti_diagonal": w[:, i, L - 1 - i].mean(axis=-1),  # (h,)
+                "diagonal": w[:, i, i].mean(axis=-1)}  # (h,)
 
     def draw(fig, result, values):
         if result["head"] == -1:
@@ -225,39 +331,65 @@ def head_explorer(sentences: dict[str, list[str]], d_model: int = 64, seed: int 
         return _one_head_figure(fig, result)
 
     def status(result, values):
-        ent = " ".join(f"{e:.2f}" for e in result["entropy"])
-        return [("mean entropy per head (nats)", ent),
-                ("uniform", f"{np.log(len(result['tokens'])):.2f}")]
+        def per_head(a):
+            return " ".join(f"{v:.2f}" for v in a)
 
-    return Explorer(controls, compute, draw, status, link=follow_heads, figsize=(8.0, 4.6),
-                    layout_key=lambda v: (v["sentence"], v["n_heads"], v["head"] == -1),
-                    title="Head explorer",
-                    note="RANDOM initial weights: the layer is untrained. "
-                         "Learned heads: notebook 07.")
+        return [("mean entropy per head", per_head(result["entropy"])
+                 + f" nats (uniform {np.log(len(result['cols'])):.2f})"),
+                ("anti-diagonal share", per_head(result["anti_diagonal"])),
+                ("diagonal share", per_head(result["diagonal"]))]
+
+    return Explorer(controls, compute, draw, status, figsize=(8.4, 4.0),
+                    layout_key=lambda v: (" ".join(v["digits"].split()), v["kind"],
+                                          v["head"] == -1),
+                    title="Head explorer (the reversal model of notebook 07)",
+                    note="TRAINED weights first, RANDOM (untrained) for comparison. "
+                         "Type digits; pick the attention, the layer, a head.")
 
 
 def _all_heads_figure(fig, result):
-    """A grid of every head's weights; its layout key fixes the data, so nothing ever changes."""
-    tokens, weights = result["tokens"], result["weights"]
-    h = len(weights)
-    heatmap_grid(weights, tokens, tokens, fig=fig, ncols=min(h, 4), annotate=False,
-                 vmin=0, vmax=1, titles=[f"head {i}" for i in range(h)], xlabel=None,
-                 ylabel=None, suptitle=f"{h} head(s) · random initial weights (not learned)")
-    return lambda result, values: []  # same layout and data: nothing to redraw
+    """Every head of the chosen attention side by side; the fast path swaps their data."""
+    weights = result["weights"]
+    axes = np.atleast_1d(fig.subplots(1, len(weights)))
+    images = [heatmap(w, result["rows"], result["cols"], ax=ax, vmin=0, vmax=1, annotate=False,
+                      colorbar=False, title=_head_title(result, i), xlabel=result["xlabel"],
+                      ylabel=result["ylabel"] if i == 0 else None)
+              for i, (ax, w) in enumerate(zip(axes, weights, strict=True))]
+    fig.colorbar(images[-1], ax=list(axes), fraction=0.046, pad=0.03, label="weight")
+    suptitle = fig.suptitle(result["label"], fontsize=10)
+    changing = animate([*images, *(ax.title for ax in axes), suptitle])
+
+    def refresh(result, values):
+        for i, (image, ax) in enumerate(zip(images, axes, strict=True)):
+            image.set_data(result["weights"][i])
+            ax.set_title(_head_title(result, i))
+        suptitle.set_text(result["label"])
+        return changing
+
+    return refresh
 
 
 def _one_head_figure(fig, result):
-    """One head's weights, large; the fast path switches between the heads of the layer."""
-    tokens, weights, head = result["tokens"], result["weights"], result["head"]
-    h = len(weights)
+    """One head's weights, large; the fast path switches heads, layers and weights."""
     ax = fig.subplots()
-    image = heatmap(weights[head], tokens, tokens, ax=ax, vmin=0, vmax=1, annotate=False,
-                    title=f"head {head} of {h} · random initial weights (not learned)")
+    head = result["head"]
+    image = heatmap(result["weights"][head], result["rows"], result["cols"], ax=ax, vmin=0,
+                    vmax=1, annotate=False, title=_one_head_title(result),
+                    xlabel=result["xlabel"], ylabel=result["ylabel"])
     changing = animate([image, ax.title])
 
     def refresh(result, values):
         image.set_data(result["weights"][result["head"]])
-        ax.set_title(f"head {result['head']} of {h} · random initial weights (not learned)")
+        ax.set_title(_one_head_title(result))
         return changing
 
     return refresh
+
+
+def _head_title(result, i):
+    return (f"head {i}: entropy {result['entropy'][i]:.2f}\n"
+            f"anti-diagonal {result['anti_diagonal'][i]:.2f}")
+
+
+def _one_head_title(result):
+    return f"{result['label']}\n{_head_title(result, result['head']).replace(chr(10), ', ')}"

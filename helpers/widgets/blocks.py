@@ -1,14 +1,15 @@
-"""Explorer of notebook 05 (the Post-LN block): every stage of a block, Post-LN or Pre-LN."""
+"""Explorer of notebook 05 (the Post-LN block): every stage of an encoder block, trained or random,
+Post-LN or Pre-LN."""
 
 from __future__ import annotations
 
 import ipywidgets as W
 import numpy as np
 
-from helpers.analysis import block_stages
+from helpers.analysis import block_stages, reversal_example, reversal_models
 from helpers.module import clear_caches
 from helpers.plots import label_fontsize
-from helpers.transformer import EncoderBlock, Stack, positional_encoding
+from helpers.transformer import EncoderBlock, Stack
 from helpers.widgets.explorer import Explorer, animate, join_panels
 
 __all__ = ["POST_LN_STAGES", "PRE_LN_STAGES", "stage_options", "block_explorer"]
@@ -28,38 +29,41 @@ def stage_options(norm_first: bool) -> list[tuple[str, int]]:
     return [(f"{i} · {name}", i) for i, (name, _) in enumerate(stages)]
 
 
-def block_explorer(tokens: list[str], encoder: Stack | None = None, x=None, *, seed: int = 0,
-                   features: int = 32, vmax: float = 3.0) -> Explorer:
-    """Step through the stages of one block of a stack, Post-LN or Pre-LN, with the SAME weights.
+def _cosine(u, v):
+    """Cosine between the vectors of each position: (..., T, d) and (..., T, d) -> (..., T)."""
+    return (u * v).sum(-1) / (np.linalg.norm(u, axis=-1) * np.linalg.norm(v, axis=-1))
 
-    tokens: the T labels of the positions. encoder: a Post-LN Stack of EncoderBlocks (default:
-    6 RANDOMLY initialised blocks, d_model 64, 4 heads, d_ff 256); a Pre-LN twin gets copies of
-    its weights, so the toggle changes only the order of the operations. x: the input
-    (T, d_model) (default: random embeddings, standard deviation 1, plus positional encoding).
-    Every change runs the blocks up to the chosen one again and records the stages of that block.
-    The heatmap shows the first `features` features (colours clipped at ±vmax); mean and std are
-    per position over all d_model features.
+
+def block_explorer(models: dict | None = None, text: str = "3 1 4 1 5 9 2 6", *,
+                   stage: int = 2) -> Explorer:
+    """Step through the stages of one encoder block, with trained or random weights, Post-LN or
+    Pre-LN (the same weights in the other order).
+
+    models: {label: Transformer} whose `.encoder` is a Post-LN Stack of EncoderBlocks (default
+    helpers.analysis.reversal_models(): the reversal model trained in notebook 07 and an untrained
+    twin, labelled TRAINED and RANDOM). text: the digits the encoder reads; the input is the
+    model's own embedding (`model.embed`: token vectors * sqrt(d_model) + PE), as its encoder
+    gets it. For the chosen block and stage the figure shows, per position, the cosine between the
+    stage and the block's input (how much of the input the stream still holds) and the standard
+    deviation, and the mean of both over the positions at every stage of the block.
     """
-    if encoder is None:
-        encoder = Stack(EncoderBlock, 6, 64, 4, 256, np.random.default_rng([seed, 5]))
-    if encoder.norm is not None or encoder.layers[0].norm_first:
-        raise ValueError("block_explorer expects a Post-LN Stack of EncoderBlocks "
-                         "(norm_first=False); it builds the Pre-LN twin itself")
-    first = encoder.layers[0]
-    d_model, T, n_layers = first.d_model, len(tokens), len(encoder.layers)
-    if x is None:
-        emb = np.random.default_rng([seed, 6]).standard_normal((T, d_model))  # random tokens
-        x = emb + positional_encoding(T, d_model)
-    x = np.asarray(x)
-    if x.shape != (T, d_model):
-        raise ValueError(f"x must have shape (T={T}, d_model={d_model}), got {x.shape}")
-    stacks = {False: encoder, True: _pre_ln_twin(encoder)}
-    features = min(features, d_model)
+    models = reversal_models() if models is None else dict(models)
+    stacks = {}
+    for label, model in models.items():
+        encoder = model.encoder
+        if encoder.norm is not None or encoder.layers[0].norm_first:
+            raise ValueError(f"block_explorer expects models with a Post-LN encoder "
+                             f"(norm_first=False); {label!r} has a Pre-LN one")
+        stacks[label] = {False: encoder, True: _pre_ln_twin(encoder)}
+    first_label = next(iter(models))
+    n_layers = len(models[first_label].encoder.layers)
 
     controls = {
-        "norm_first": W.ToggleButton(value=False, description="Pre-LN (norm first)"),
+        "weights": W.Dropdown(options=list(models), value=first_label, description="weights"),
+        "digits": W.Text(value=text, description="digits", continuous_update=False),
+        "norm_first": W.ToggleButton(value=False, description="Pre-LN order (same weights)"),
         "layer": W.IntSlider(value=1, min=1, max=n_layers, description="block"),
-        "stage": W.SelectionSlider(options=stage_options(False), value=0, description="stage"),
+        "stage": W.SelectionSlider(options=stage_options(False), value=stage, description="stage"),
     }
 
     def follow_order(change, controls):  # the stage labels follow the toggle; keep the index
@@ -69,39 +73,64 @@ def block_explorer(tokens: list[str], encoder: Stack | None = None, x=None, *, s
         controls["stage"].options = stage_options(change["new"])
         controls["stage"].value = keep
 
-    def compute(norm_first, layer, stage):
-        stack = stacks[norm_first]
-        h = x
+    limits: dict[str, float] = {}  # digits -> the largest std of any stage, any weights or order
+
+    def encoder_input(weights, digits):
+        """The model's own embedding of the digits, (S, d_model), and the position labels."""
+        model = models[weights]
+        src, _, labels, _ = reversal_example(digits)
+        return model.embed(src, model.src_embed)[0], labels  # as model.encode computes it
+
+    def all_stages(weights, digits, norm_first, layer):
+        stack = stacks[weights][norm_first]
+        h, labels = encoder_input(weights, digits)
         for block in stack.layers[:layer - 1]:  # the residual stream entering block `layer`
             h = block.forward(h)
         stages = block_stages(stack.layers[layer - 1], h)
         clear_caches(stack)  # no backward follows
-        a = stages[stage]  # (T, d_model)
+        return np.stack(stages), labels  # (7, S, d_model)
+
+    def std_limit(digits):
+        if digits not in limits:
+            limits[digits] = max(1.5, max(float(all_stages(w, digits, o, k)[0].std(-1).max())
+                                          for w in models for o in (False, True)
+                                          for k in range(1, n_layers + 1)))
+        return limits[digits]
+
+    def compute(weights, digits, norm_first, layer, stage):
+        stages, labels = all_stages(weights, digits, norm_first, layer)
+        cos = _cosine(stages, stages[0])  # (7, S): each stage against the block's input
+        std = stages.std(axis=-1)  # (7, S)
+        a = stages[stage]  # (S, d_model)
         name, formula = (PRE_LN_STAGES if norm_first else POST_LN_STAGES)[stage]
         return {"activations": a, "stages": stages, "stage": stage, "name": name,
-                "formula": formula, "layer": layer, "norm_first": norm_first,
-                "mean": a.mean(axis=-1), "std": a.std(axis=-1),
-                "norm": np.linalg.norm(a, axis=-1)}  # (T,) each
-
-    limits = _stage_limits(stacks.values(), x)  # fixed axes for every stage of both orders
+                "formula": formula, "layer": layer, "norm_first": norm_first, "weights": weights,
+                "labels": labels, "cos_stages": cos, "std_stages": std, "cos": cos[stage],
+                "mean": a.mean(axis=-1), "std": std[stage], "norm": np.linalg.norm(a, axis=-1),
+                "std_limit": std_limit(digits)}
 
     def title(result):
-        order = "Pre-LN" if result["norm_first"] else "Post-LN"
-        return (f"{order} · block {result['layer']} of {n_layers} · stage {result['stage']}: "
-                f"{result['formula']} · RANDOM weights")
+        order = ("Pre-LN order (the same weights)" if result["norm_first"]
+                 else "Post-LN (the paper's order)")
+        return (f"{result['weights']} weights · {order}\n"
+                f"block {result['layer']} of {n_layers} · stage {result['stage']}: "
+                f"{result['formula']}")
 
     def draw(fig, result, values):
-        return _block_figure(fig, result, tokens, features, vmax, limits, title)
+        return _block_figure(fig, result, title)
 
     def status(result, values):
+        cos = result["cos"]
         return [("stage", result["formula"]),
-                ("mean |x| per position", f"{result['norm'].mean():.2f} "
-                                          f"(√d_model = {np.sqrt(d_model):.2f})"),
-                ("std per position", f"{result['std'].min():.3f} to {result['std'].max():.3f}")]
+                ("cos(stage, block input)", f"mean {cos.mean():.2f} ({cos.min():.2f} to "
+                                            f"{cos.max():.2f})"),
+                ("std per position", f"{result['std'].min():.2f} to {result['std'].max():.2f}")]
 
-    return Explorer(controls, compute, draw, status, link=follow_order, figsize=(9.0, 4.4),
+    return Explorer(controls, compute, draw, status, link=follow_order, figsize=(10.0, 4.4),
+                    layout_key=lambda values: (values["norm_first"], values["digits"]),
                     title="Block explorer",
-                    note="RANDOM initial weights (not learned). Step through the stages of a "
+                    note="The encoder of notebook 07's reversal model (TRAINED) or an untrained "
+                         "twin (RANDOM), on digits you type. Step through the stages of a "
                          "block; toggle Post-LN / Pre-LN (same weights, other order).")
 
 
@@ -109,44 +138,27 @@ def _pre_ln_twin(encoder: Stack) -> Stack:
     """A Pre-LN Stack with copies of the Post-LN `encoder`'s weights: the other order only."""
     first = encoder.layers[0]
     pre = Stack(EncoderBlock, len(encoder.layers), first.d_model, first.self_attn.n_heads,
-                first.ffn.d_ff, np.random.default_rng(0), norm_first=True)
+                first.ffn.d_ff, np.random.default_rng(0), norm_first=True,
+                dtype=first.norm1.gamma.dtype)
     for twin, layer in zip(pre.layers, encoder.layers, strict=True):
         twin.load_parameters(layer.parameters())  # the same weights, the other order
     return pre
 
 
-def _stage_limits(stacks, x) -> dict[str, float]:
-    """The largest |mean| and std per position over every stage of every block of `stacks`."""
-    limits = {"mean": 0.5, "std": 1.5}  # the narrowest axes shown
-    for stack in stacks:
-        h = x
-        for block in stack.layers:
-            for a in block_stages(block, h):
-                limits["mean"] = max(limits["mean"], float(np.abs(a.mean(axis=-1)).max()))
-                limits["std"] = max(limits["std"], float(a.std(axis=-1).max()))
-            h = block.forward(h)
-        clear_caches(stack)
-    return limits
-
-
-def _block_figure(fig, result, tokens, features, vmax, limits, title):
-    """Activations, mean and std per position on fixed margins; the fast path sets new numbers.
-
-    limits: the largest |mean| and std of every stage (fixed axes); title(result): the heading.
-    """
+def _block_figure(fig, result, title):
+    """Per position: cosine with the block's input and std at the chosen stage; over the stages:
+    their means. Fixed axes, so the fast path only sets new numbers."""
     fig.set_layout_engine("none")  # fixed margins keep the static background reusable
-    grid = fig.add_gridspec(1, 5, width_ratios=[3.2, 0.1, 0.45, 1, 1], left=0.13,
-                            right=0.98, bottom=0.13, top=0.88, wspace=0.12)
-    ax_map, cax = fig.add_subplot(grid[0]), fig.add_subplot(grid[1])
-    ax_mean = fig.add_subplot(grid[3], sharey=ax_map)
-    ax_std = fig.add_subplot(grid[4], sharey=ax_map)
-    mean_lim, std_lim = 1.1 * limits["mean"], 1.1 * limits["std"]
+    grid = fig.add_gridspec(1, 3, width_ratios=[1, 1, 1.5], left=0.07, right=0.98,
+                            bottom=0.22, top=0.8, wspace=0.3)
+    ax_cos, ax_std, ax_line = (fig.add_subplot(grid[k]) for k in range(3))
+    labels = [f"{t}: {d}" for t, d in enumerate(result["labels"])]
     panels = [
-        _activation_panel(fig, ax_map, cax, result, tokens, features, vmax),
-        _per_position_panel(ax_mean, result, "mean", "tab:purple", (-mean_lim, mean_lim),
-                            {"x": 0, "color": "0.3", "lw": 0.8}),
-        _per_position_panel(ax_std, result, "std", "tab:green", (0, std_lim),
-                            {"x": 1, "color": "0.3", "lw": 0.8, "ls": ":"}),
+        _per_position_panel(ax_cos, result, "cos", "tab:blue", (-1.05, 1.05), labels,
+                            "cos(stage, block input)", (0, 1)),
+        _per_position_panel(ax_std, result, "std", "tab:green", (0, 1.1 * result["std_limit"]),
+                            None, "std per position", (1,)),
+        _stages_panel(ax_line, result),
     ]
     heading = fig.suptitle(title(result), fontsize=10)
     changing, refresh = join_panels(
@@ -155,32 +167,49 @@ def _block_figure(fig, result, tokens, features, vmax, limits, title):
     return refresh
 
 
-def _activation_panel(fig, ax, cax, result, tokens, features, vmax):
-    """The activations (T, first `features` features) as a heatmap, the tokens as rows."""
-    T, d_model = result["activations"].shape
-    image = ax.imshow(result["activations"][:, :features], cmap="RdBu_r", vmin=-vmax,
-                      vmax=vmax, aspect="auto", interpolation="nearest")
-    fig.colorbar(image, cax=cax, label=f"value (clipped at ±{vmax:g})")
-    ax.set_yticks(np.arange(T), tokens, fontsize=label_fontsize(T))
-    ax.set_xlabel(f"feature (first {features} of {d_model})")
-    ax.tick_params(length=0)
-
-    def update(result, values):
-        image.set_data(result["activations"][:, :features])
-
-    return [image], update
-
-
-def _per_position_panel(ax, result, stat, color, xlim, reference):
-    """Bars of result[stat] ("mean" or "std") per position, with a reference line."""
-    bars = ax.barh(np.arange(len(result[stat])), result[stat], color=color)
+def _per_position_panel(ax, result, key, color, xlim, labels, xlabel, references):
+    """Bars of result[key] per position (the positions as rows), with reference lines."""
+    values = result[key]
+    bars = ax.barh(np.arange(len(values)), values, color=color)
     ax.set_xlim(*xlim)
-    ax.axvline(**reference)
-    ax.set_xlabel(f"{stat} per position")
-    ax.tick_params(labelleft=False, length=2)
+    ax.set_ylim(len(values) - 0.5, -0.5)  # position 0 on top
+    for x in references:
+        ax.axvline(x, color="0.3", lw=0.8, ls=":")
+    ax.set_xlabel(xlabel)
+    if labels is None:
+        ax.tick_params(labelleft=False, length=2)
+    else:
+        ax.set_yticks(np.arange(len(values)), labels, fontsize=label_fontsize(len(values)))
+        ax.set_ylabel("position: digit")
 
     def update(result, values):
-        for bar, value in zip(bars, result[stat], strict=True):
+        for bar, value in zip(bars, result[key], strict=True):
             bar.set_width(value)
 
     return list(bars), update
+
+
+def _stages_panel(ax, result):
+    """The mean over positions of cosine and std at every stage; a band marks the chosen stage."""
+    k = np.arange(len(result["cos_stages"]))
+    marker = ax.axvspan(result["stage"] - 0.4, result["stage"] + 0.4, color="0.88")  # Rectangle
+    cos_line, = ax.plot(k, result["cos_stages"].mean(1), "o-", color="tab:blue",
+                        label="cos(stage, block input)")
+    std_line, = ax.plot(k, result["std_stages"].mean(1), "s--", color="tab:green",
+                        label="std per position")
+    ax.set_ylim(-1.05, max(1.1, 1.1 * result["std_limit"]))
+    ax.axhline(0, color="0.3", lw=0.8)
+    names = PRE_LN_STAGES if result["norm_first"] else POST_LN_STAGES
+    ax.set_xticks(k, [f"{i} · {name}" for i, (name, _) in enumerate(names)], rotation=35,
+                  ha="right", fontsize=8)
+    ax.set_xlim(-0.5, len(k) - 0.5)
+    ax.set(ylabel="mean over positions")
+    ax.legend(fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, frameon=False)
+
+    def update(result, values):
+        s = result["stage"]
+        marker.set_x(s - 0.4)
+        cos_line.set_ydata(result["cos_stages"].mean(1))
+        std_line.set_ydata(result["std_stages"].mean(1))
+
+    return [marker, cos_line, std_line], update

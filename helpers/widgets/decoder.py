@@ -1,71 +1,104 @@
-"""Explorer of notebook 06 (the decoder and the whole Transformer): every attention of a model."""
+"""Explorer of notebook 06 (the decoder and the whole Transformer): every attention of the
+reversal Transformer, trained or random, on digits the learner types."""
 
 from __future__ import annotations
 
 import ipywidgets as W
 import numpy as np
 
-from helpers.module import clear_caches
+from helpers.analysis import attention_maps, greedy_decode_tokens, reversal_example
 from helpers.plots import heatmap
+from helpers.reversal import BOS, EOS, anti_diagonal_mass
+from helpers.transformer import causal_mask
 from helpers.widgets.explorer import Explorer, animate
 
 __all__ = ["ATTENTION_KINDS", "attention_viewer"]
 
 ATTENTION_KINDS = ["encoder self", "decoder self", "cross"]
+BLOCKED_GREY = "0.8"  # cells the causal mask blocks (weight 0), told apart from small weights
 
 
-def attention_viewer(model, src, tgt, src_labels, tgt_labels, *, note: str = "") -> Explorer:
-    """Layer, head and kind (encoder self / decoder self / cross) of a Transformer's attention.
+def attention_viewer(models, text: str = "3 1 4 1 5", *, note: str = "") -> Explorer:
+    """The three kinds of attention (encoder self, decoder self, cross) of a reversal model.
 
-    model: a helpers.transformer.Transformer; src (1, S) and tgt (1, T) token ids; labels for the
-    axes. Every change runs model.forward(src, tgt) again and reads the chosen layer's weights.
-    Whether the weights are random or trained is the caller's to say in `note`.
+    models: {label: Transformer} of the reversal task, e.g. helpers.analysis.reversal_models()
+    ({TRAINED: ..., RANDOM: ...}); the first is shown first, and the chosen label heads the
+    figure, so the weights are always named. Controls: the weights, the digits (any 1 to 10,
+    typed), the kind of attention, the layer and the head (or the mean of the heads). Every
+    change runs the chosen model's forward pass on the digits (teacher forcing: the decoder
+    reads <bos> and the reversed digits) and reads one map; decoder self-attention shows the
+    cells its causal mask blocks in grey. The status line gives each query's strongest key, for
+    cross-attention the share of weight on the reversed position (1 = reads the source
+    backwards), and the model's own greedy answer.
     """
-    src, tgt = np.asarray(src), np.asarray(tgt)
-    if src.shape != (1, len(src_labels)) or tgt.shape != (1, len(tgt_labels)):
-        raise ValueError(f"src {src.shape} and tgt {tgt.shape} must be (1, S) and (1, T) with "
-                         f"S={len(src_labels)} and T={len(tgt_labels)} labels")
-    n_layers = len(model.encoder.layers)
-    n_heads = model.encoder.layers[0].self_attn.n_heads
+    models = dict(models)
+    if not models:
+        raise ValueError("attention_viewer needs at least one model, e.g. reversal_models()")
+    first = next(iter(models.values()))
+    n_layers = len(first.decoder.layers)
+    n_heads = first.decoder.layers[0].cross_attn.n_heads
+    reversal_example(text)  # a clear error now for digits it cannot show
     controls = {
+        "weights": W.Dropdown(options=list(models), value=next(iter(models)),
+                              description="weights", layout=W.Layout(width="26em")),
+        "digits": W.Text(value=text, description="digits", continuous_update=False),
         "kind": W.Dropdown(options=ATTENTION_KINDS, value="cross", description="attention"),
-        "layer": W.IntSlider(value=0, min=0, max=n_layers - 1, description="layer"),
-        "head": W.Dropdown(options=[(f"head {i}", i) for i in range(n_heads)], value=0,
+        "layer": W.IntSlider(value=n_layers - 1, min=0, max=n_layers - 1, description="layer"),
+        "head": W.Dropdown(options=[("mean of heads", -1)]
+                           + [(f"head {i}", i) for i in range(n_heads)], value=0,
                            description="head"),
     }
 
-    def compute(kind, layer, head):
-        model.forward(src, tgt)  # recompute: fills every layer's .weights
-        attn = {"encoder self": model.encoder.layers[layer].self_attn,
-                "decoder self": model.decoder.layers[layer].self_attn,
-                "cross": model.decoder.layers[layer].cross_attn}[kind]
+    def compute(weights, digits, kind, layer, head):
+        src, tgt, src_labels, tgt_labels = reversal_example(digits)
+        model = models[weights]
+        maps = attention_maps(model, src, tgt)[kind][layer]  # (h, rows, cols)
+        w = maps.mean(axis=0) if head < 0 else maps[head]
         rows = src_labels if kind == "encoder self" else tgt_labels
         cols = tgt_labels if kind == "decoder self" else src_labels
-        clear_caches(model)  # no backward follows
-        return {"weights": attn.weights[0, head].copy(), "rows": list(rows), "cols": list(cols)}
+        blocked = causal_mask(len(rows)) if kind == "decoder self" else np.zeros(w.shape, bool)
+        answer, _ = greedy_decode_tokens(model, src, BOS, EOS, len(src_labels) + 1)
+        return {"weights": w, "rows": list(rows), "cols": list(cols), "blocked": blocked,
+                "answer": answer, "reversed_share": (float(anti_diagonal_mass(w, len(cols)))
+                                                     if kind == "cross" else None)}
 
     def title(values):
-        return f"{values['kind']} attention · layer {values['layer']} · head {values['head']}"
+        head = "mean of heads" if values["head"] < 0 else f"head {values['head']}"
+        return (f"weights: {values['weights']}\n"
+                f"{values['kind']}-attention · layer {values['layer']} · {head}")
 
     def draw(fig, result, values):
         ax = fig.subplots()
+        kind = values["kind"]
         image = heatmap(result["weights"], result["rows"], result["cols"], ax=ax, vmin=0, vmax=1,
-                        annotate=False, title=title(values),
-                        xlabel="key (source)" if values["kind"] != "decoder self" else "key",
-                        ylabel="query (target)" if values["kind"] != "encoder self" else "query")
-        changing = animate([image, ax.title])
+                        annotate=False, title=" \n ",  # keeps the room of the two lines below
+                        xlabel="key (source)" if kind != "decoder self"
+                        else "key (target so far; grey = blocked by the causal mask)",
+                        ylabel="query (target)" if kind != "encoder self" else "query (source)")
+        image.set_cmap(image.get_cmap().with_extremes(bad=BLOCKED_GREY))
+        # the title changes with the controls, outside the layout (which would otherwise move
+        # with its width and make the fast path differ from a full redraw)
+        label = ax.text(0.5, 1.0, "", transform=ax.transAxes, ha="center", va="bottom",
+                        fontsize=ax.title.get_fontsize())
+        label.set_in_layout(False)
+        changing = animate([image, label])
 
         def refresh(result, values):
-            image.set_data(result["weights"])
-            ax.set_title(title(values))
+            image.set_data(np.ma.masked_array(result["weights"], result["blocked"]))
+            label.set_text(title(values))
             return changing
 
+        refresh(result, values)
         return refresh
 
     def status(result, values):
-        w = result["weights"]
-        top = [result["cols"][j] for j in w.argmax(axis=-1)]
-        return [("strongest key per query", " ".join(top))]
+        top = [result["cols"][j] for j in result["weights"].argmax(axis=-1)]
+        out = [("strongest key per query", " ".join(top))]
+        if result["reversed_share"] is not None:
+            out.append(("weight on the reversed position", f"{result['reversed_share']:.2f}"))
+        out.append(("this model's greedy answer", result["answer"]))
+        return out
 
-    return Explorer(controls, compute, draw, status, layout_key=lambda v: v["kind"],
-                    figsize=(5.8, 4.6), title="Attention viewer", note=note)
+    return Explorer(controls, compute, draw, status,
+                    layout_key=lambda v: (v["kind"], v["digits"]),
+                    figsize=(6.0, 4.8), title="Attention viewer", note=note)

@@ -1,178 +1,207 @@
-"""Explorer of notebook 04 (masks): the causal and padding masks on a random attention layer."""
+"""Explorer of notebook 04 (masks): the causal and padding masks on the reversal Transformer of
+notebook 07, trained or random, in its three attentions."""
 
 from __future__ import annotations
 
 import ipywidgets as W
 import numpy as np
 
+from helpers.analysis import TRAINED, reversal_models
 from helpers.module import clear_caches
 from helpers.plots import label_fontsize
-from helpers.transformer import (
-    MultiHeadAttention,
-    causal_mask,
-    padding_mask,
-    positional_encoding,
-)
+from helpers.reversal import BOS, FIRST_DIGIT, MAX_LEN, PAD
+from helpers.transformer import causal_mask, padding_mask_from_tokens
 from helpers.widgets.explorer import Explorer, animate, join_panels
 
-__all__ = ["MASK_WORDS", "MASK_RGB", "mask_explorer"]
+__all__ = ["MASK_DIGITS", "MASK_RGBA", "MASK_KINDS", "mask_explorer"]
 
-MASK_WORDS = "Xiaoming returned the book to Xiaohong because she has an exam tomorrow".split()
-MASK_RGB = np.array([[0.93, 0.93, 0.93], [0.84, 0.15, 0.16]])  # allowed grey, blocked red
+MASK_DIGITS = "3 1 4 1 5 9 2 6 5 3"  # the source digits; the last n_pad positions hold <pad>
+MASK_RGBA = np.array([[0.0, 0.0, 0.0, 0.0], [0.84, 0.15, 0.16, 1.0]])  # allowed clear, blocked red
+MASK_KINDS = ("encoder self", "decoder self", "cross")
 
 
-def mask_explorer(words: list[str] | None = None, T: int = 8, n_pad: int = 3, d_model: int = 64,
-                  n_heads: int = 4, seed: int = 0) -> Explorer:
-    """The causal and padding masks, and the weights they give in a RANDOM attention layer.
+def mask_example(T: int, n_pad: int, digits: str = MASK_DIGITS):
+    """The reversal example of length T whose last n_pad positions are <pad>: src (1, T),
+    tgt (1, T) (teacher-forced: <bos> and the reversed digits but the last, then <pad>), labels."""
+    real = [FIRST_DIGIT + int(c) for c in digits.split()][:T - n_pad]
+    tgt = ([BOS] + real[::-1][:-1]) if real else [BOS]
+    src = real + [PAD] * (T - len(real))
+    tgt = (tgt + [PAD] * T)[:T]
+    name = {PAD: "<pad>", BOS: "<bos>"}
+    labels = [[name.get(t, str(t - FIRST_DIGIT)) for t in row] for row in (src, tgt)]
+    return np.array([src]), np.array([tgt]), labels[0], labels[1]
 
-    Positions 0 .. T - n_pad - 1 hold the first words; the last n_pad positions hold "<pad>".
-    Each token (and "<pad>") has a fixed random embedding, to which the sinusoidal positional
-    encoding is added. Every change builds the mask from causal_mask and padding_mask and runs a
-    randomly initialised MultiHeadAttention forward pass again. The length T changes the axes (a
-    full redraw, one cached figure per T); padding, the toggles and the head take the fast path.
+
+def masked_attention_maps(model, src, tgt, *, causal: bool, padding: bool) -> dict:
+    """Every attention weight of one forward pass of the reversal `model` with the masks chosen
+    here (the model's own forward always uses both): {kind: (n_layers, h, T_q, T_k)}, the three
+    masks {kind: (T_q, T_k) bool} and the logits (T, vocab). Caches cleared (no backward)."""
+    T = tgt.shape[1]
+    src_mask = padding_mask_from_tokens(src, PAD) if padding else None  # (1, 1, 1, S)
+    self_mask = causal_mask(T) if causal else None  # (T, T)
+    if padding:
+        pad_t = padding_mask_from_tokens(tgt, PAD)  # (1, 1, 1, T)
+        self_mask = pad_t if self_mask is None else self_mask | pad_t
+    memory = model.encoder.forward(model.embed(src, model.src_embed), src_mask)
+    out = model.decoder.forward(model.embed(tgt, model.tgt_embed), memory, self_mask, src_mask)
+    layers = zip(model.encoder.layers, model.decoder.layers)
+    maps = np.array([(e.self_attn.weights[0], d.self_attn.weights[0], d.cross_attn.weights[0])
+                     for e, d in layers])  # (n_layers, 3, h, T, T)
+    logits = model.logits(out)[0]
+    clear_caches(model)
+    none = np.zeros((T, T), dtype=bool)
+
+    def full(mask):
+        return none if mask is None else np.broadcast_to(mask, (1, 1, T, T))[0, 0]
+
+    return {"maps": dict(zip(MASK_KINDS, maps.swapaxes(0, 1), strict=True)), "logits": logits,
+            "masks": dict(zip(MASK_KINDS, (full(src_mask), full(self_mask), full(src_mask)),
+                              strict=True))}
+
+
+def mask_explorer(T: int = 8, n_pad: int = 3, seed: int = 0) -> Explorer:
+    """The causal and padding masks in the three attentions of the reversal Transformer.
+
+    The source is the first T - n_pad digits of MASK_DIGITS followed by n_pad <pad>; the decoder
+    reads <bos> and the reversed digits (teacher forcing), padded the same way. Every change runs
+    the model's encoder and decoder again with the masks chosen here: ``causal`` is the decoder
+    self-attention's causal mask, ``padding`` the padding masks (source keys in the encoder and
+    the cross-attention, target keys in the decoder). ``weights``: TRAINED (notebook 07) or
+    RANDOM (an untrained twin). The length T changes the axes (a full redraw, one cached figure
+    per T); everything else takes the fast path.
     """
-    words = list(MASK_WORDS if words is None else words)
-    if len(words) < 2 or not 2 <= T <= len(words) or not 0 <= n_pad <= T:
-        raise ValueError(f"need at least 2 words, 2 <= T <= len(words)={len(words)} and "
-                         f"0 <= n_pad <= T; got T={T}, n_pad={n_pad}")
-    vocab = sorted(set(words)) + ["<pad>"]
-    table_rng = np.random.default_rng([seed, 0])
-    embedding = dict(zip(vocab, table_rng.standard_normal((len(vocab), d_model)), strict=True))
-    layer = MultiHeadAttention(d_model, n_heads, np.random.default_rng([seed, 1]))  # random
-    PE = positional_encoding(len(words), d_model)  # (T_max, d_model)
-
+    if not 2 <= T <= MAX_LEN or not 0 <= n_pad <= T:
+        raise ValueError(f"need 2 <= T <= {MAX_LEN} and 0 <= n_pad <= T; got T={T}, "
+                         f"n_pad={n_pad}")
+    models = reversal_models(seed)
+    config = models[TRAINED].config
     controls = {
-        "T": W.IntSlider(value=T, min=2, max=len(words), description="length T",
+        "weights": W.Dropdown(options=list(models), value=TRAINED, description="weights"),
+        "layer": W.Dropdown(options=[(f"layer {i + 1}", i) for i in range(config.n_layers)],
+                            value=config.n_layers - 1, description="layer"),
+        "head": W.Dropdown(options=[(f"head {i + 1}", i) for i in range(config.n_heads)],
+                           value=0, description="head"),
+        "T": W.IntSlider(value=T, min=2, max=MAX_LEN, description="length T",
                          continuous_update=False),
         "n_pad": W.IntSlider(value=n_pad, min=0, max=T, description="padding"),
         "causal": W.ToggleButton(value=True, description="causal mask"),
         "padding": W.ToggleButton(value=True, description="padding mask"),
-        "head": W.Dropdown(options=[(f"head {i}", i) for i in range(n_heads)], value=0,
-                           description="head"),
     }
 
     def follow_length(change, controls):  # at most T padding tokens
         if change["owner"] is controls["T"]:
             controls["n_pad"].max = change["new"]  # clips n_pad if it was beyond
 
-    def compute(T, n_pad, causal, padding, head):
-        if not (2 <= T <= len(words) and 0 <= n_pad <= T and 0 <= head < n_heads):
-            raise ValueError(f"T={T}, n_pad={n_pad}, head={head} out of range")
+    def compute(weights, layer, head, T, n_pad, causal, padding):
+        if not (2 <= T <= MAX_LEN and 0 <= n_pad <= T and 0 <= head < config.n_heads
+                and 0 <= layer < config.n_layers):
+            raise ValueError(f"T={T}, n_pad={n_pad}, layer={layer}, head={head} out of range")
+        src, tgt, src_labels, tgt_labels = mask_example(T, n_pad)
+        run = masked_attention_maps(models[weights], src, tgt, causal=causal, padding=padding)
+        maps, masks = run["maps"], run["masks"]
+        shown = {kind: maps[kind][layer, head] for kind in MASK_KINDS}  # (T_q, T_k) each
+        pad_key = src[0] == PAD  # (S,)
+        real_q = tgt[0] != PAD  # (T,) queries of the decoder that are real tokens
+        real_s = ~pad_key
+        leak = {"encoder self": float(maps["encoder self"][:, :, real_s][..., pad_key]
+                                      .sum(-1).max(initial=0.0)),
+                "cross": float(maps["cross"][:, :, real_q][..., pad_key].sum(-1).max(initial=0.0))}
+        blocked = max(float(np.abs(maps[kind][..., masks[kind]]).max(initial=0.0))
+                      for kind in MASK_KINDS)
+        full = {kind: masks[kind].all(axis=-1) for kind in MASK_KINDS}  # (T_q,) each
         n_real = T - n_pad
-        tokens = words[:n_real] + ["<pad>"] * n_pad
-        x = (np.stack([embedding[t] for t in tokens]) + PE[:T])[None]  # (1, T, d_model)
-        mask = np.zeros((1, 1, T, T), dtype=bool)  # (B, h, T_q, T_k) after broadcasting
-        if causal:
-            mask = mask | causal_mask(T)  # (T, T) broadcasts
-        if padding:
-            mask = mask | padding_mask([n_real], T)  # (1, 1, 1, T) broadcasts
-        output = layer.forward(x, x, x, mask)  # (1, T, d_model)
-        clear_caches(layer)  # no backward follows; layer.weights stays
-        weights = layer.weights[0]  # (h, T, T)
-        mask = mask[0, 0]  # (T, T)
-        full = mask.all(axis=-1)  # (T,) queries that may see no key at all
-        sums = weights[head].sum(axis=-1)  # (T,)
-        return {"tokens": tokens, "mask": mask, "weights": weights[head], "all_weights": weights,
-                "output": output[0], "fully_blocked": full, "head": head, "x": x[0],
-                "layer": layer,
-                "row_sum_error": float(np.abs(sums[~full] - 1).max(initial=0.0)),
-                "blocked_weight": float(np.abs(weights[:, mask]).max(initial=0.0))}
+        predicted = run["logits"].argmax(-1)[:n_real] - FIRST_DIGIT  # (n_real,) digits
+        return {"src_labels": src_labels, "tgt_labels": tgt_labels, "src": src, "tgt": tgt,
+                "maps": maps, "masks": masks, "shown": shown, "fully_blocked": full,
+                "leak": leak, "blocked_weight": blocked, "weights": weights, "layer": layer,
+                "head": head, "causal": causal, "padding": padding,
+                "predicted": " ".join(str(d) for d in predicted),
+                "expected": " ".join(src_labels[:n_real][::-1])}
 
     def status(result, values):
-        mask, T = result["mask"], len(result["tokens"])
+        n_full = sum(int(f.sum()) for f in result["fully_blocked"].values())
         return [
-            ("blocked", f"{int(mask.sum())} of {T * T} query–key pairs"),
-            ("fully blocked queries", f"{int(result['fully_blocked'].sum())} (zero weights)"),
-            ("max |row sum − 1| (other rows)", f"{result['row_sum_error']:.1e}"),
-            ("max weight on a blocked key (all heads)", f"{result['blocked_weight']:.1f}"),
+            ("weight on <pad> keys (most, a real query, any layer and head)",
+             f"encoder {result['leak']['encoder self']:.2f}, cross {result['leak']['cross']:.2f}"),
+            ("max weight on a blocked key", f"{result['blocked_weight']:.1f}"),
+            ("fully blocked queries", f"{n_full} (zero weights)"),
+            ("the model's answer", f"{result['predicted'] or '(none)'} "
+                                   f"(reversal: {result['expected'] or '(none)'})"),
         ]
 
     return Explorer(controls, compute, _mask_figure, status, link=follow_length,
-                    figsize=(8.6, 4.6), layout_key=lambda values: values["T"],
+                    figsize=(10.5, 4.6), layout_key=lambda values: values["T"],
                     title="Mask explorer",
-                    note="RANDOM embeddings and a RANDOM, untrained attention layer: the masks "
-                         "are exact, the weights mean nothing yet.")
+                    note="The reversal Transformer of notebook 07: TRAINED weights, or RANDOM "
+                         "(untrained) ones. The masks are exact; red = blocked.")
 
 
 def _mask_figure(fig, result, values):
-    """The mask and the weights side by side on fixed margins; one figure per length T."""
+    """The three attentions side by side on fixed margins; one figure per length T."""
     fig.set_layout_engine("none")  # fixed margins: faster than a constrained layout
-    T = len(result["tokens"])
-    ax_mask = fig.add_axes((0.13, 0.25, 0.33, 0.57))
-    ax_w = fig.add_axes((0.55, 0.25, 0.33, 0.57))
-    cax = fig.add_axes((0.9, 0.25, 0.015, 0.57))
-    changing, refresh_panels = join_panels(_mask_panel(ax_mask, result),
-                                           _weights_panel(fig, ax_w, cax, result))
-    fig.suptitle("Masks on a real MultiHeadAttention forward pass (RANDOM weights, untrained)",
-                 fontsize=10.5)
+    T = len(result["tgt_labels"])
+    axes = [fig.add_axes((0.085 + 0.315 * k, 0.25, 0.215, 0.55)) for k in range(3)]
+    cax = fig.add_axes((0.935, 0.25, 0.012, 0.55))
+    panels = [_weights_panel(fig, ax, kind, result, cax if kind == "cross" else None)
+              for ax, kind in zip(axes, MASK_KINDS, strict=True)]
+    changing, refresh_panels = join_panels(*panels)
+    suptitle = fig.suptitle("", fontsize=10.5)
 
     def refresh(result, values):
-        if len(result["tokens"]) != T:
+        if len(result["tgt_labels"]) != T:
             return None  # another length: new axes, full redraw
-        return refresh_panels(result, values)
+        label = "TRAINED" if result["weights"] == TRAINED else "RANDOM (untrained)"
+        suptitle.set_text(f"{label} reversal Transformer, layer {result['layer'] + 1}, head "
+                          f"{result['head'] + 1}: attention weights, red = blocked")
+        return refresh_panels(result, values) + [suptitle]
 
     refresh(result, values)
-    animate(changing)
+    animate([*changing, suptitle])
     return refresh
 
 
-def _token_labels(ax, T, *, queries: bool):
-    """T key labels under `ax` (and T query labels left of it), as texts the fast path sets."""
-    size = label_fontsize(T) * 0.95
+def _token_labels(ax, T, *, xlabel, ylabel):
+    """T key labels under `ax` and T query labels left of it, as texts the fast path sets."""
+    size = label_fontsize(T)
     ax.set_xticks(np.arange(T), [""] * T)
     ax.set_yticks(np.arange(T), [""] * T)
     ax.tick_params(length=2)
-    ax.set_xlabel("key", labelpad=50)
-    labels = [(j, ax.text(j, -0.02, "", transform=ax.get_xaxis_transform(), rotation=90,
-                          ha="center", va="top", fontsize=size)) for j in range(T)]
-    if queries:
-        labels += [(i, ax.text(-0.02, i, "", transform=ax.get_yaxis_transform(), ha="right",
-                               va="center", fontsize=size)) for i in range(T)]
-        ax.set_ylabel("query", labelpad=60)
+    ax.set_xlabel(xlabel, labelpad=30, fontsize=9)
+    ax.set_ylabel(ylabel, labelpad=32, fontsize=9)
+    keys = [ax.text(j, -0.02, "", transform=ax.get_xaxis_transform(), rotation=90,
+                    ha="center", va="top", fontsize=size) for j in range(T)]
+    queries = [ax.text(-0.02, i, "", transform=ax.get_yaxis_transform(), ha="right",
+                       va="center", fontsize=size) for i in range(T)]
     ax.title.set_fontsize(9)
-    return labels
+    return keys, queries
 
 
-def _set_token_labels(labels, tokens):
-    for position, label in labels:
-        label.set_text(tokens[position])
-
-
-def _mask_panel(ax, result):
-    """The mask as cells, red = blocked, grey = allowed, with the tokens on both axes."""
-    T = len(result["tokens"])
-    image = ax.imshow(MASK_RGB[result["mask"].astype(int)], interpolation="nearest")
-    edges = np.arange(T + 1) - 0.5
-    grid = [ax.hlines(edges, -0.5, T - 0.5, color="white", lw=0.8),
-            ax.vlines(edges, -0.5, T - 0.5, color="white", lw=0.8)]
-    labels = _token_labels(ax, T, queries=True)
-
-    def update(result, values):
-        image.set_data(MASK_RGB[result["mask"].astype(int)])  # (T, T, 3)
-        _set_token_labels(labels, result["tokens"])
-        parts = [name for name in ("causal", "padding") if values[name]]
-        shown = " | ".join(parts) if parts else "none"
-        ax.set_title(f"mask: {shown}\nred = blocked, grey = allowed")
-
-    return [image, *grid, *(label for _, label in labels), ax.title], update
-
-
-def _weights_panel(fig, ax, cax, result):
-    """One head's attention weights, a cross on every blocked key, the keys underneath."""
-    T = len(result["tokens"])
-    image = ax.imshow(result["weights"], cmap="viridis", vmin=0, vmax=1, interpolation="nearest")
-    fig.colorbar(image, cax=cax, label="attention weight")
-    rows, cols = np.nonzero(result["mask"])
-    crosses, = ax.plot(cols, rows, "x", color="white", ms=max(3.0, 40 / T), mew=1)
-    labels = _token_labels(ax, T, queries=False)
+def _weights_panel(fig, ax, kind, result, cax):
+    """One attention's weights (viridis) with the blocked entries in red and the tokens on both
+    axes: source or target, by kind."""
+    T = len(result["tgt_labels"])
+    image = ax.imshow(result["shown"][kind], cmap="viridis", vmin=0, vmax=1,
+                      interpolation="nearest")
+    overlay = ax.imshow(MASK_RGBA[result["masks"][kind].astype(int)], interpolation="nearest")
+    if cax is not None:
+        fig.colorbar(image, cax=cax, label="attention weight")
+    query_side, key_side = {"encoder self": ("src", "src"), "decoder self": ("tgt", "tgt"),
+                            "cross": ("tgt", "src")}[kind]
+    names = {"src": "source", "tgt": "decoder input"}
+    keys, queries = _token_labels(ax, T, xlabel=f"key ({names[key_side]})",
+                                  ylabel=f"query ({names[query_side]})")
 
     def update(result, values):
-        image.set_data(result["weights"])
-        rows, cols = np.nonzero(result["mask"])
-        crosses.set_data(cols, rows)
-        _set_token_labels(labels, result["tokens"])
-        k = int(result["fully_blocked"].sum())
-        blocked = f"{k} fully blocked row{'s' * (k != 1)}: all 0" if k else "no fully blocked row"
-        ax.set_title(f"head {result['head']} weights (random layer)\n× = blocked key; {blocked}")
+        image.set_data(result["shown"][kind])
+        overlay.set_data(MASK_RGBA[result["masks"][kind].astype(int)])  # (T, T, 4)
+        for label, text in zip(keys, result[f"{key_side}_labels"], strict=True):
+            label.set_text(text)
+        for label, text in zip(queries, result[f"{query_side}_labels"], strict=True):
+            label.set_text(text)
+        parts = [name for name, used in (("causal", result["causal"] and kind == "decoder self"),
+                                         ("padding", result["padding"])) if used]
+        k = int(result["fully_blocked"][kind].sum())
+        full = f"; {k} row{'s' * (k != 1)} all 0" if k else ""
+        ax.set_title(f"{kind}\nmask: {' | '.join(parts) or 'none'}{full}")
 
-    return [image, crosses, *(label for _, label in labels), ax.title], update
+    return [image, overlay, *keys, *queries, ax.title], update

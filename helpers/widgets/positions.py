@@ -8,9 +8,17 @@ import numpy as np
 from helpers.transformer import pe_frequencies, positional_encoding, relative_position_matrix
 from helpers.widgets.explorer import Explorer, FastTicks, animate, join_panels
 
-__all__ = ["PE_D_MODELS", "pe_explorer"]
+__all__ = ["PE_D_MODELS", "column_index_slip", "pe_explorer"]
 
 PE_D_MODELS = [4, 8, 16, 32, 64, 128, 256, 512]
+
+
+def column_index_slip(T: int, d_model: int) -> np.ndarray:
+    """The table with the common bug of notebook 03: exponent j / d_model for column j (not the
+    pair index 2i), so the sine and the cosine of a pair turn at different speeds. (T, d_model)."""
+    j = np.arange(d_model)
+    angles = np.arange(T)[:, None] / 10000.0 ** (j / d_model)  # (T, d_model)
+    return np.where(j % 2 == 0, np.sin(angles), np.cos(angles))
 
 
 def pe_explorer(T: int = 50, d_model: int = 64, dim: int = 6, pos: int = 10,
@@ -18,7 +26,8 @@ def pe_explorer(T: int = 50, d_model: int = 64, dim: int = 6, pos: int = 10,
     """The sinusoidal table, one of its dimensions, and the shift matrix M_k at work.
 
     Controls: ``positions`` (T, the rows of the table), ``d_model`` (its columns), ``dim`` (one
-    column), ``pos`` (one row) and ``offset`` (k). Every change recomputes
+    column), ``pos`` (one row), ``offset`` (k) and ``slip`` (the table built with the
+    column-index slip instead: M_k then misses). Every change recomputes
     PE = positional_encoding(T, d_model) and M_k = relative_position_matrix(k, d_model) and moves
     PE[pos] with M_k, which must land on PE[pos + k]. The offset is kept so that pos + k is a row.
     One figure serves every T and d_model: every change, even of the table's size, is a fast path.
@@ -35,6 +44,7 @@ def pe_explorer(T: int = 50, d_model: int = 64, dim: int = 6, pos: int = 10,
         "dim": W.IntSlider(value=dim, min=0, max=d_model - 1, description="dim"),
         "pos": W.IntSlider(value=pos, min=0, max=T - 1, description="pos"),
         "offset": W.IntSlider(value=offset, min=-(T - 1), max=T - 1, description="offset k"),
+        "slip": W.ToggleButton(value=False, description="column-index slip"),
     }
 
     def keep_in_table(change, controls):  # slider ranges follow T and d_model; pos + k stays a row
@@ -47,20 +57,21 @@ def pe_explorer(T: int = 50, d_model: int = 64, dim: int = 6, pos: int = 10,
         p, k = controls["pos"].value, controls["offset"].value
         controls["offset"].value = min(max(k, -p), T - 1 - p)
 
-    def compute(positions, d_model, dim, pos, offset):
+    def compute(positions, d_model, dim, pos, offset, slip=False):
         if not (0 <= dim < d_model and 0 <= pos < positions and 0 <= pos + offset < positions):
             raise ValueError(f"dim={dim}, pos={pos}, pos + offset={pos + offset} must index a "
                              f"table of shape ({positions}, {d_model})")
-        PE = positional_encoding(positions, d_model)  # (T, d_model)
+        PE = (column_index_slip if slip else positional_encoding)(positions, d_model)  # (T, d)
         M = relative_position_matrix(offset, d_model)  # (d_model, d_model)
         moved = PE[pos] @ M  # (d_model,)
         target = PE[pos + offset]  # (d_model,)
         pair = dim // 2
         omega = float(pe_frequencies(d_model)[pair])
+        dim_omega = 10000.0 ** (-dim / d_model) if slip else omega  # the slip: dim's own speed
         return {"PE": PE, "M": M, "moved": moved, "target": target,
                 "error": float(np.abs(moved - target).max()), "pos": pos, "offset": offset,
-                "dim": dim, "pair": pair, "omega": omega, "wavelength": 2 * np.pi / omega,
-                "angle": offset * omega}
+                "dim": dim, "pair": pair, "omega": omega, "wavelength": 2 * np.pi / dim_omega,
+                "angle": offset * omega, "slip": slip}
 
     def status(result, values):
         return [
@@ -73,7 +84,8 @@ def pe_explorer(T: int = 50, d_model: int = 64, dim: int = 6, pos: int = 10,
     return Explorer(controls, compute, _pe_figure, status, link=keep_in_table, figsize=(9.4, 6.4),
                     title="Positional-encoding explorer",
                     note="Exact sinusoids, nothing learned. Pick a dimension, a position and an "
-                         "offset k: M_k moves PE[pos] onto PE[pos + k].")
+                         "offset k: M_k moves PE[pos] onto PE[pos + k]. The column-index slip "
+                         "breaks it.")
 
 
 def _pe_figure(fig, result, values):
@@ -112,7 +124,8 @@ def _table_panel(fig, ax, result):
         ax.set(xlim=(-0.5, d - 0.5), ylim=(T - 0.5, -0.5))
         ticks_x.set_range(d)
         ticks_y.set_range(T)
-        ax.title.set_text(f"PE: {T} positions × {d} dimensions")
+        slip = " (column-index slip)" if result["slip"] else ""
+        ax.title.set_text(f"PE{slip}: {T} positions × {d} dimensions")
         row_from.set_ydata([p, p])
         row_to.set_ydata([p + k, p + k])
         column.set_xdata([j, j])
@@ -195,6 +208,7 @@ def _shift_panel(ax):
                                (vec_moved, result["moved"], 0)):
             line.set_data(dims, y)
             line.set_markersize(size + extra)
-        ax.title.set_text(f"PE[{p}] @ M_{k} lands on PE[{p + k}]")
+        verb = "lands on" if result["error"] < 1e-9 else f"misses (by {result['error']:.2f})"
+        ax.title.set_text(f"PE[{p}] @ M_{k} {verb} PE[{p + k}]")
 
     return [vec_from, vec_to, vec_moved, ax.title, *ticks.artists], update

@@ -17,7 +17,8 @@ from helpers.widgets.explorer import Explorer, animate, join_panels
 
 __all__ = ["TrainingMonitor", "attention_comparison"]
 
-COMPARISON_LABELS = {"random": "random initial weights", "trained": "trained weights"}
+COMPARISON_LABELS = {"random": "RANDOM initial weights (untrained)",
+                     "trained": "TRAINED weights (data/reverse_model.npz)"}
 
 
 class TrainingMonitor(W.VBox):
