@@ -14,11 +14,11 @@ import numpy as np
 from helpers.data import load_reverse_model
 from helpers.decoding import greedy_decode
 from helpers.module import clear_caches
-from helpers.reversal import BOS, FIRST_DIGIT, MAX_LEN
+from helpers.reversal import BOS, EOS, FIRST_DIGIT, MAX_LEN, PAD
 from helpers.transformer import EncoderBlock, Transformer
 
-__all__ = ["entropy", "block_stages", "digits_to_tokens", "greedy_decode_tokens", "TRAINED",
-           "RANDOM", "reversal_models", "reversal_example", "attention_maps"]
+__all__ = ["entropy", "block_stages", "digits_to_tokens", "token_word", "greedy_decode_tokens",
+           "TRAINED", "RANDOM", "reversal_models", "reversal_example", "attention_maps"]
 
 TRAINED = "trained (data/reverse_model.npz, notebook 07)"
 RANDOM = "random (untrained, same sizes)"
@@ -56,13 +56,19 @@ def digits_to_tokens(text: str, max_len: int) -> np.ndarray:
     return np.array([FIRST_DIGIT + int(c) for c in digits])
 
 
+def token_word(t, *, eos_id=EOS, pad_id=PAD, bos_id=BOS) -> str:
+    """One token of the reversal task as text: '<eos>', '<pad>' or '<bos>' by name, a digit
+    token as its digit (token FIRST_DIGIT + d -> 'd'), never a negative "digit"."""
+    names = {eos_id: "<eos>", pad_id: "<pad>", bos_id: "<bos>"}
+    return names.get(int(t), str(int(t) - FIRST_DIGIT))
+
+
 def greedy_decode_tokens(model, src, bos_id, eos_id, max_steps):
     """Greedy decoding as digits text, e.g. '6 2 9 <eos>', and the raw token ids."""
     tokens, _ = greedy_decode(model, src, bos_id, eos_id, max_steps)
     words = []
     for t in tokens[0, 1:]:
-        words.append("<eos>" if t == eos_id else "<pad>" if t == model.pad_id
-                     else str(t - FIRST_DIGIT))
+        words.append(token_word(t, eos_id=eos_id, pad_id=model.pad_id, bos_id=bos_id))
         if t == eos_id:
             break
     return " ".join(words), tokens

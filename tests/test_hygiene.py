@@ -244,3 +244,16 @@ def test_long_cells_pass_only_folded_under_the_hood(tmp_path):
                 [md("## 1"), code("explorer.controls['d_k'].value = 4")]):  # drives a widget
         with pytest.raises(AssertionError):
             test_learners_path_has_short_cells_and_no_widget_tests(notebook(*bad))
+
+
+def test_readme_minutes_match_each_notebooks_time():
+    """The README's table and each title give the same "Time" (they drifted apart once)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = dict(re.findall(r"^\| (\d\d) \| \[.*\| (\d+) \|$", readme, re.MULTILINE))
+    titles = {}
+    for path in NOTEBOOKS:
+        title = text(load(path)["cells"][0]["source"])
+        m = re.search(r"\*\*Time:?\*\*:? about (\d+) min", title)
+        assert m, f"{path.name}: the title gives no 'Time: about N minutes'"
+        titles[path.name[:2]] = m.group(1)
+    assert table == titles, f"README minutes {table} differ from the notebooks' titles {titles}"

@@ -470,7 +470,7 @@ def test_mask_explorer_trained_model_reverses_and_the_padding_mask_keeps_pad_out
     r = ex.result
     assert r["predicted"] == r["expected"] == "5 1 4 1 3"
     assert r["leak"] == {"encoder self": 0.0, "cross": 0.0} and r["blocked_weight"] == 0
-    cross = r["shown"]["cross"][:5, :5]  # layer 2: query t reads source 4 - t
+    cross = r["shown"]["cross"][:5, :5]  # layer 1: query t reads source 4 - t
     assert np.all(cross.argmax(-1) == np.arange(5)[::-1])
     ex.controls["padding"].value = False  # the leak the notebook drove by hand before
     r = ex.result
@@ -494,7 +494,19 @@ def test_mask_explorer_causal_toggle_and_random_weights_are_labelled():
     ex.controls["head"].value = 1
     r = ex.result
     np.testing.assert_array_equal(r["shown"]["cross"], r["maps"]["cross"][0, 1])
-    assert 'data-control="head">head 2</span>' in ex.status.value and ex.last_error is None
+    assert 'data-control="head">head 1</span>' in ex.status.value and ex.last_error is None
+    assert "layer 0, head 1" in _mask_figure_text(ex), "0-based, as model.decoder.layers[layer]"
+
+
+def test_mask_explorer_names_special_tokens_in_the_answer():
+    ex = tw.mask_explorer(T=8, n_pad=3)
+    ex.controls["causal"].value = False  # the decoder reads ahead: its first word is <eos>
+    words = ex.result["predicted"].split()
+    assert words[0] == "<eos>" and len(words) == 5, ex.result["predicted"]
+    assert all(w in ("<eos>", "<bos>", "<pad>") or w in "0123456789" for w in words)
+    assert "answer: <b>&lt;eos&gt; " in ex.status.value  # not "-1", as FIRST_DIGIT - 1 gave
+    assert [analysis.token_word(t) for t in (0, 1, 2, 3, 12)] == [
+        "<pad>", "<bos>", "<eos>", "0", "9"]
 
 
 def test_mask_explorer_all_padding_gives_zero_weights_not_nan():

@@ -75,8 +75,9 @@ def cost_explorer(seed: int = 0, repeats: int = 2) -> Explorer:
     def status(result, values):
         b, ms = result["bytes"], result["ms"]
         return [
-            ("scores held", f"{b['plain'] / 1e6:.3g} MB plain, {b['online'] / 1e6:.3g} MB online "
-                            f"({b['plain'] / b['online']:.0f}x less)"),
+            ("one score array (plain keeps ~3, section 4)",
+             f"{b['plain'] / 1e6:.3g} MB plain, {b['online'] / 1e6:.3g} MB online "
+             f"({b['plain'] / b['online']:.0f}x less)"),
             ("operations", f"{result['flops'] / 1e6:.0f} MFLOP each"),
             ("time", f"{ms['plain']:.2f} ms plain, {ms['online']:.2f} ms online"),
             ("max |difference|", f"{result['max_diff']:.1e}"),

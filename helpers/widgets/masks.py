@@ -6,7 +6,7 @@ from __future__ import annotations
 import ipywidgets as W
 import numpy as np
 
-from helpers.analysis import TRAINED, reversal_models
+from helpers.analysis import TRAINED, reversal_models, token_word
 from helpers.module import clear_caches
 from helpers.plots import label_fontsize
 from helpers.reversal import BOS, FIRST_DIGIT, MAX_LEN, PAD
@@ -27,8 +27,7 @@ def mask_example(T: int, n_pad: int, digits: str = MASK_DIGITS):
     tgt = ([BOS] + real[::-1][:-1]) if real else [BOS]
     src = real + [PAD] * (T - len(real))
     tgt = (tgt + [PAD] * T)[:T]
-    name = {PAD: "<pad>", BOS: "<bos>"}
-    labels = [[name.get(t, str(t - FIRST_DIGIT)) for t in row] for row in (src, tgt)]
+    labels = [[token_word(t) for t in row] for row in (src, tgt)]
     return np.array([src]), np.array([tgt]), labels[0], labels[1]
 
 
@@ -77,9 +76,9 @@ def mask_explorer(T: int = 8, n_pad: int = 3, seed: int = 0) -> Explorer:
     config = models[TRAINED].config
     controls = {
         "weights": W.Dropdown(options=list(models), value=TRAINED, description="weights"),
-        "layer": W.Dropdown(options=[(f"layer {i + 1}", i) for i in range(config.n_layers)],
+        "layer": W.Dropdown(options=[(f"layer {i}", i) for i in range(config.n_layers)],
                             value=config.n_layers - 1, description="layer"),
-        "head": W.Dropdown(options=[(f"head {i + 1}", i) for i in range(config.n_heads)],
+        "head": W.Dropdown(options=[(f"head {i}", i) for i in range(config.n_heads)],
                            value=0, description="head"),
         "T": W.IntSlider(value=T, min=2, max=MAX_LEN, description="length T",
                          continuous_update=False),
@@ -110,18 +109,18 @@ def mask_explorer(T: int = 8, n_pad: int = 3, seed: int = 0) -> Explorer:
                       for kind in MASK_KINDS)
         full = {kind: masks[kind].all(axis=-1) for kind in MASK_KINDS}  # (T_q,) each
         n_real = T - n_pad
-        predicted = run["logits"].argmax(-1)[:n_real] - FIRST_DIGIT  # (n_real,) digits
+        predicted = run["logits"].argmax(-1)[:n_real]  # (n_real,) token ids; <eos> by name
         return {"src_labels": src_labels, "tgt_labels": tgt_labels, "src": src, "tgt": tgt,
                 "maps": maps, "masks": masks, "shown": shown, "fully_blocked": full,
                 "leak": leak, "blocked_weight": blocked, "weights": weights, "layer": layer,
                 "head": head, "causal": causal, "padding": padding,
-                "predicted": " ".join(str(d) for d in predicted),
+                "predicted": " ".join(token_word(t) for t in predicted),
                 "expected": " ".join(src_labels[:n_real][::-1])}
 
     def status(result, values):
         n_full = sum(int(f.sum()) for f in result["fully_blocked"].values())
         return [
-            ("weight on <pad> keys (most, a real query, any layer and head)",
+            ("total weight on <pad> keys (most, a real query, any layer and head)",
              f"encoder {result['leak']['encoder self']:.2f}, cross {result['leak']['cross']:.2f}"),
             ("max weight on a blocked key", f"{result['blocked_weight']:.1f}"),
             ("fully blocked queries", f"{n_full} (zero weights)"),
@@ -151,8 +150,8 @@ def _mask_figure(fig, result, values):
         if len(result["tgt_labels"]) != T:
             return None  # another length: new axes, full redraw
         label = "TRAINED" if result["weights"] == TRAINED else "RANDOM (untrained)"
-        suptitle.set_text(f"{label} reversal Transformer, layer {result['layer'] + 1}, head "
-                          f"{result['head'] + 1}: attention weights, red = blocked")
+        suptitle.set_text(f"{label} reversal Transformer, layer {result['layer']}, head "
+                          f"{result['head']}: attention weights, red = blocked")
         return refresh_panels(result, values) + [suptitle]
 
     refresh(result, values)
