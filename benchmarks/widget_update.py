@@ -60,7 +60,7 @@ def explorers():
     yield "04 mask explorer (padding)", tw.mask_explorer(T=10, n_pad=3), "n_pad", [0, 5, 10, 3]
     yield "04 mask explorer (length T)", tw.mask_explorer(), "T", [4, 8, 10, 2]
     yield "05 block explorer (stage)", tw.block_explorer(), "stage", [1, 3, 6, 0]
-    yield "05 block explorer (layer)", tw.block_explorer(), "layer", [2, 1]
+    yield "05 block explorer (layer)", tw.block_explorer(), "layer", [1, 0]
     yield "05 block explorer (weights)", tw.block_explorer(), "weights", [
         analysis.RANDOM, analysis.TRAINED]
     yield ("05 block explorer (Post/Pre-LN)", tw.block_explorer(), "norm_first",

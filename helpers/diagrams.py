@@ -1,10 +1,11 @@
 """Diagrams of the data flow, drawn by code (matplotlib only, no images from elsewhere).
 
 One section per notebook that draws one: 01 (Q, K and V from one sequence and the n × n score
-matrix), 02 (the split into heads and the merge, with shapes), 06 (the whole encoder–decoder:
-its three attentions, the mask each uses, the residuals and LayerNorms). Each function draws
-onto a new figure sized for the notebook's width and returns it; the arrays it shows are the
-caller's (shapes in the labels are computed, never typed).
+matrix), 02 (the split into heads and the merge, with shapes), 05 (one block, Post-LN and
+Pre-LN, with its residual paths), 06 (the whole encoder–decoder: its three attentions, the mask
+each uses, the residuals and LayerNorms), 07 (the backward pass through the whole model). Each
+function draws onto a new figure sized for the notebook's width and returns it; the arrays it
+shows are the caller's (shapes in the labels are computed, never typed).
 """
 
 from __future__ import annotations
@@ -214,11 +215,79 @@ def heads_diagram(x, n_heads, *, cell=0.22):
     return fig
 
 
+# ── 05 · One block, Post-LN and Pre-LN
+
+
+def _sizes_05(obj):
+    """(d_model, h, d_ff, N or None) of an EncoderBlock, a Stack, a Transformer or a config."""
+    c = getattr(obj, "config", obj)
+    n = len(c.layers) if hasattr(c, "layers") else getattr(c, "n_layers", None)
+    c = c.layers[0] if hasattr(c, "layers") else c
+    if hasattr(c, "self_attn"):
+        return c.d_model, c.self_attn.n_heads, c.ffn.d_ff, n
+    return c.d_model, c.n_heads, c.d_ff, n
+
+
+def block_orders(block_or_config):
+    """One encoder block in both orders, side by side: Post-LN (the paper: add, then LayerNorm,
+    on the residual stream itself) and Pre-LN (LayerNorm on the branch into each sub-layer, the
+    sum never normalised, one final LayerNorm after the stack). The residual paths are the
+    arrows that skip each sub-layer. d_model, h and d_ff are read from the EncoderBlock, Stack,
+    Transformer or configuration passed in."""
+    d, h, d_ff, n = _sizes_05(block_or_config)
+    sublayers = [("self", f"multi-head self-attention\nh = {h} heads of d_k = {d // h}",
+                  "attention"),
+                 ("ffn", f"feed-forward\n{d} → {d_ff} → {d}, ReLU", "ffn")]
+    fig = plt.figure(figsize=(10.0, 6.0))
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.axis("off")
+    width, y0 = 3.3, 0.75
+    n_text = "N" if n is None else f"N = {n}"
+    tops = {}  # the centre of each column -> the top of what it draws
+    for x0, norm_first in ((1.0, False), (6.0, True)):  # Post-LN left, Pre-LN right
+        cx = x0 + width / 2
+        ax.text(cx, 0.45, f"x: (B, T, {d}), the residual stream", ha="center", va="center",
+                fontsize=9)
+        top, _ = _stack_06(ax, x0, width, y0, sublayers, norm_first, side=-1, separate_add=True)
+        ax.add_patch(plt.Rectangle((x0 - 0.45, y0 - 0.05), width + 0.6, top - y0 + 0.15,
+                                   fill=False, ec="0.45", lw=1.0, ls=(0, (4, 2))))
+        ax.text(x0 + width + 0.3, (y0 + top) / 2, f"one block (of {n_text})", rotation=90,
+                ha="center", va="center", fontsize=9)
+        carried = ("skip: x", "skip: the sum") if norm_first else ("skip: x", "skip: LN output")
+        join = 1.69 if norm_first else 1.15  # from a branch's split to its add, as _stack_06 draws
+        for k in range(2):  # label each residual path: what it carries past the sub-layer
+            y_mid = y0 + k * 1.86 + (0.1 + join) / 2
+            ax.text(x0 - 0.3, y_mid, carried[k], rotation=90, ha="center", va="center",
+                    fontsize=8, color="0.3")
+        if norm_first:
+            top = _final_norm_06(ax, x0, width, top + 0.15)
+        tops[x0 + width / 2] = top
+    top = max(tops.values()) + 0.3
+    for cx, block_top in tops.items():
+        _arrow_06(ax, (cx, block_top), (cx, top))
+    ax.text(1.0 + width / 2, top + 0.1, "output: every position normalised (std 1)",
+            ha="center", va="bottom", fontsize=9)
+    ax.text(6.0 + width / 2, top + 0.1, "output normalised only by the final LayerNorm",
+            ha="center", va="bottom", fontsize=9)
+    notes = {"Post-LN (the paper)": "x = LN(x + Sublayer(x)): the LayerNorm sits on the stream;\n"
+             "the second skip carries LN's output",
+             "Pre-LN": "x = x + Sublayer(LN(x)): the LayerNorm sits on the branch;\n"
+             "both skips carry the un-normalised sum"}
+    for x0, name in ((1.0, "Post-LN (the paper)"), (6.0, "Pre-LN")):
+        ax.text(x0 + width / 2, top + 1.05, name, ha="center", va="bottom", fontsize=11,
+                fontweight="bold")
+        ax.text(x0 + width / 2, top + 1.0, notes[name], ha="center", va="top", fontsize=8.5)
+    height = top + 1.45
+    ax.set(xlim=(0, 10), ylim=(0, height))
+    fig.set_size_inches(10.0, height)
+    return fig
+
+
 # ── 06 · The encoder–decoder
 
 
 _FILL_06 = {"attention": "#fbd5b0", "ffn": "#cfe2f3", "norm": "#f3eca0", "embed": "#f4cccc",
-            "out": "#dcd3f0"}
+            "out": "#dcd3f0", "add": "#e4e4e4"}
 
 
 def _box_06(ax, x, y, w, h, text, kind, fontsize=8.5):
@@ -235,9 +304,10 @@ def _arrow_06(ax, start, end, **style):
     ax.annotate("", xy=end, xytext=start, arrowprops=style)
 
 
-def _stack_06(ax, x, width, y, sublayers, norm_first, side):
+def _stack_06(ax, x, width, y, sublayers, norm_first, side, separate_add=False):
     """Draw the sub-layers of one block upwards from y, with residual branches on `side`
-    (-1 left, +1 right); returns the block's top and the box positions (y0, y1) by name."""
+    (-1 left, +1 right); returns the block's top and the box positions (y0, y1) by name.
+    separate_add (notebook 05): the add and the LayerNorm as two boxes each."""
     gap, main_h, norm_h = 0.2, 0.58, 0.34
     edge = x if side < 0 else x + width
     rail = edge + side * 0.16  # where the residual branches run
@@ -245,6 +315,9 @@ def _stack_06(ax, x, width, y, sublayers, norm_first, side):
     for name, text, kind in sublayers:
         steps = ([("LayerNorm", "norm", norm_h)] if norm_first else []) + [(text, kind, main_h)] \
             + [("add: x + sublayer(LN(x))" if norm_first else "add & LayerNorm", "norm", norm_h)]
+        if separate_add:
+            steps[-1] = (steps[-1][0] if norm_first else "add: x + sublayer(x)", "add", norm_h)
+            steps += [] if norm_first else [("LayerNorm", "norm", norm_h)]
         split = y + gap / 2  # the residual branch leaves the main path here
         for label, box_kind, h in steps:
             _arrow_06(ax, (cx, y), (cx, y + gap))
@@ -253,7 +326,8 @@ def _stack_06(ax, x, width, y, sublayers, norm_first, side):
             if label == text:
                 where[name] = (y, y + h)
             y += h
-        add_mid = y - norm_h / 2
+            if label.startswith("add"):
+                add_mid = y - norm_h / 2
         ax.plot([cx, rail, rail], [split, split, add_mid], color="0.2", lw=0.9)
         _arrow_06(ax, (rail, add_mid), (edge, add_mid))
     return y, where
@@ -344,4 +418,132 @@ def encoder_decoder(model_or_config):
     ax.text(5.0, top - 0.47, f"d_model = {d}, h = {h} heads of d_k = {d_k}, d_ff = {d_ff}, "
             f"N = {n}; B = batch, S = source length, T = target length", ha="center", va="top",
             fontsize=9)
+    return fig
+
+
+# ── 07 · The backward pass
+
+
+_GRAD_07 = "tab:red"  # the gradient path; the forward path is drawn faintly in grey
+
+
+def _pass_box_07(ax, x, y, w, h, forward, backward, kind):
+    """A faint box holding the forward step (grey, at the top) and, drawn strongly below it, the
+    function of helpers/training.py that computes its gradient."""
+    ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0,rounding_size=0.06",
+                                fc=_FILL_06[kind], ec="0.6", lw=0.8, alpha=0.4))
+    ax.text(x + w / 2, y + h - 0.16, forward, ha="center", va="center", fontsize=8,
+            color="0.5")
+    ax.text(x + w / 2, y + (h - 0.3) / 2, backward, ha="center", va="center", fontsize=8,
+            color=_GRAD_07, fontweight="bold", linespacing=1.2)
+
+
+def _both_ways_07(ax, cx, y_low, y_high, label=None):
+    """Between two boxes of a column: the forward arrow up (faint), the gradient down (strong)."""
+    _arrow_06(ax, (cx - 0.7, y_low), (cx - 0.7, y_high), color="0.7", lw=0.8)
+    _arrow_06(ax, (cx + 0.7, y_high), (cx + 0.7, y_low), color=_GRAD_07, lw=1.8)
+    if label:
+        ax.text(cx + 0.8, (y_low + y_high) / 2, label, ha="left", va="center", fontsize=8,
+                color=_GRAD_07)
+
+
+def backward_pass(model_or_config):
+    """The backward pass of the whole Transformer (Transformer.backward) for a Transformer or a
+    TransformerConfig: the forward path drawn faintly (token ids, embeddings x sqrt(d_model) + PE
+    and dropout, the encoder stack, the memory, the decoder stack, the output projection, the
+    loss) and the gradient path strongly, in reverse, each step labelled with the function of
+    helpers/training.py that computes it: d_logits = (p - q) / n, the output projection (tied:
+    its gradient adds into the target embedding), the decoder blocks last first, d_memory summed
+    over the decoder's N cross-attentions, the encoder blocks last first, the embeddings
+    (np.add.at). Every size is read from the configuration."""
+    c = getattr(model_or_config, "config", model_or_config)
+    d, n, sv, tv = c.d_model, c.n_layers, f"{c.src_vocab:,}", f"{c.tgt_vocab:,}"
+    shared = c.share_embeddings
+    enc_x, dec_x, w, gap, h, h_embed = 0.55, 4.95, 3.7, 0.4, 0.62, 0.95 if shared else 0.8
+    enc_c, dec_c = enc_x + w / 2, dec_x + w / 2
+    y0 = 0.5 + h_embed + gap  # the first block
+    top = y0 + n * (h + gap) - gap  # the top of the last block
+    proj_h = h + 0.22  # the output projection's box: two lines of gradient
+    loss_y = top + gap + proj_h + gap
+    height = loss_y + h + 0.6
+    fig = plt.figure(figsize=(9.9, height))  # one data unit is one inch
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.axis("off")
+    ax.set(xlim=(0, 9.9), ylim=(0, height))
+
+    # the embeddings: the first forward step, the last backward one
+    for cx, x0, side, vocab in ((enc_c, enc_x, "source", sv), (dec_c, dec_x, "target", tv)):
+        ax.text(cx, 0.22, f"{side} token ids (B, {side[0].upper()})", ha="center",
+                va="center", fontsize=8, color="0.5")
+        _arrow_06(ax, (cx, 0.33), (cx, 0.5), color="0.7", lw=0.8)
+        name = "shared embedding" if shared else f"{side} embedding"
+        back = ("Dropout.backward, then embedding_backward:\n"
+                "np.add.at, a repeated token's rows add up")
+        back += "\nshared: one matrix, d_src + d_tgt" if shared else ""
+        _pass_box_07(ax, x0, 0.5, w, h_embed, f"{name} ({vocab} × {d}) × √d_model + PE, dropout",
+                     back, "embed")
+        _both_ways_07(ax, cx, 0.5 + h_embed, y0)
+
+    # the two stacks, block by block; the gradient leaves the last block first
+    for i in range(n):
+        y = y0 + i * (h + gap)
+        _pass_box_07(ax, enc_x, y, w, h, f"encoder block {i}: self-attention → FFN",
+                     "EncoderBlock.backward: 2 × residual_backward", "ffn")
+        _pass_box_07(ax, dec_x, y, w, h, f"decoder block {i}: masked self-attn → cross-attn "
+                     "→ FFN", "DecoderBlock.backward: 3 × residual_backward", "attention")
+        if i:
+            _both_ways_07(ax, enc_c, y - gap, y)
+            _both_ways_07(ax, dec_c, y - gap, y)
+    for x0, label, lx in ((enc_x, "encoder", enc_x - 0.3), (dec_x, "decoder", dec_x + w + 0.3)):
+        ax.add_patch(plt.Rectangle((x0 - 0.12, y0 - 0.12), w + 0.24, top - y0 + 0.24, fill=False,
+                                   ec="0.6", lw=0.8, ls=(0, (4, 2))))
+        ax.text(lx, (y0 + top) / 2, f"{label} × N = {n}: Stack.backward, last block first",
+                rotation=90, ha="center", va="center", fontsize=8, color=_GRAD_07)
+
+    # the memory: read by every decoder block's cross-attention, its gradient summed
+    mem_y = top + gap
+    _pass_box_07(ax, enc_x, mem_y, w, h, f"memory (B, S, {d}): K, V of every cross-attention",
+                 f"d_memory = Σ dK + dV over the N = {n} blocks", "norm")
+    _both_ways_07(ax, enc_c, top, mem_y, f"d_memory (B, S, {d})")
+    fwd_bus, grad_bus = enc_x + w + 0.15, enc_x + w + 0.32
+    ax.plot([enc_x + w, fwd_bus, fwd_bus], [mem_y + h / 2 + 0.12] * 2 + [y0 + h / 2 + 0.12],
+            color="0.7", lw=0.8)
+    ax.plot([grad_bus, grad_bus], [y0 + h / 2 - 0.12, mem_y + h / 2 - 0.12], color=_GRAD_07,
+            lw=1.8)
+    _arrow_06(ax, (grad_bus, mem_y + h / 2 - 0.12), (enc_x + w, mem_y + h / 2 - 0.12),
+              color=_GRAD_07, lw=1.8)
+    for i in range(n):
+        y = y0 + i * (h + gap) + h / 2
+        _arrow_06(ax, (fwd_bus, y + 0.12), (dec_x, y + 0.12), color="0.7", lw=0.8)
+        ax.plot([dec_x, grad_bus], [y - 0.12] * 2, color=_GRAD_07, lw=1.8)
+        ax.plot(grad_bus, y - 0.12, "o", color=_GRAD_07, ms=4)  # where the sum gathers it
+
+    # the output projection and the loss, where the gradient starts
+    if c.tie_output:
+        forward = f"logits = x @ Eᵀ, E the target embedding ({tv} × {d})"
+        back = "Transformer.backward: d_x = d_logits @ E,\nand d_logitsᵀ x for E (tied)"
+    else:
+        forward = f"logits = x @ W_out + b_out, W_out ({d} × {tv})"
+        back = "Transformer.backward → linear_backward:\nd_x, d_W_out, d_b_out"
+    _pass_box_07(ax, dec_x, top + gap, w, proj_h, forward, back, "out")
+    _both_ways_07(ax, dec_c, top, top + gap, f"d_x (B, T, {d})")
+    _pass_box_07(ax, dec_x, loss_y, w, h, "loss = cross_entropy(logits, targets), label "
+                 "smoothing", "cross_entropy: d_logits = (p − q) / n", "out")
+    _both_ways_07(ax, dec_c, loss_y - gap, loss_y, f"d_logits (B, T, {tv})")
+    if c.tie_output:  # the tied matrix's second gradient, added into the target embedding
+        rail = dec_x + w + 0.65
+        ax.plot([dec_x + w, rail, rail], [top + gap + 0.3] * 2 + [0.5 + h_embed / 2],
+                color=_GRAD_07, lw=1.8, ls=(0, (5, 2)))
+        _arrow_06(ax, (rail, 0.5 + h_embed / 2), (dec_x + w, 0.5 + h_embed / 2),
+                  color=_GRAD_07, lw=1.8)
+        ax.text(rail + 0.22, (0.5 + top + gap) / 2, "tied: d_logitsᵀ x ADDS into E's gradient",
+                rotation=90, ha="center", va="center", fontsize=8, color=_GRAD_07)
+
+    tied = "tied to the target embedding" if c.tie_output else "untied (W_out, b_out)"
+    ax.text(4.95, height - 0.12, "The backward pass: Transformer.backward, the gradient (red) "
+            "against the forward path (grey)", ha="center", va="top", fontsize=10.5,
+            fontweight="bold")
+    ax.text(4.95, height - 0.45, f"d_model = {d}, N = {n}, vocabulary {sv} → {tv}, output "
+            f"{tied}{', shared embeddings' if shared else ''}; B batch, S, T lengths",
+            ha="center", va="top", fontsize=8.5)
     return fig

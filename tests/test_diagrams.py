@@ -109,6 +109,63 @@ def test_heads_diagram_refuses_what_it_cannot_draw():
         diagrams.heads_diagram(np.zeros((4, 12)), 4)
 
 
+# ── 05 · One block, Post-LN and Pre-LN
+
+
+def _block_orders_cases():
+    from helpers.analysis import TRAINED, reversal_models
+    from helpers.transformer import EncoderBlock, Stack, TransformerConfig
+
+    rng = np.random.default_rng(0)
+    return {"reversal encoder (Stack)": (reversal_models()[TRAINED].encoder, (32, 2, 128, 2)),
+            "one block": (EncoderBlock(48, 3, 96, rng), (48, 3, 96, None)),
+            "paper base config": (TransformerConfig(37000, 37000), (512, 8, 2048, 6)),
+            "Pre-LN stack": (Stack(EncoderBlock, 4, 24, 4, 40, rng, norm_first=True),
+                             (24, 4, 40, 4))}
+
+
+@pytest.mark.parametrize("case", ["reversal encoder (Stack)", "one block", "paper base config",
+                                  "Pre-LN stack"])
+def test_block_orders_reads_the_sizes_and_draws_both_orders_legibly(case):
+    obj, (d, h, d_ff, n) = _block_orders_cases()[case]
+    fig = diagrams.block_orders(obj)
+    try:
+        assert fig.get_size_inches()[0] <= 11
+        assert overlapping_texts(fig) == []
+        renderer = fig.canvas.get_renderer()
+        for t in fig.findobj(matplotlib.text.Text):
+            if t.get_text().strip():
+                assert t.get_fontsize() >= 8, t.get_text()
+                assert fig.bbox.contains(*t.get_window_extent(renderer).p0), t.get_text()
+                assert fig.bbox.contains(*t.get_window_extent(renderer).p1), t.get_text()
+        words = texts(fig)
+    finally:
+        plt.close(fig)
+    joined = " ".join(words)
+    for part in (f"h = {h} heads of d_k = {d // h}", f"{d} → {d_ff} → {d}, ReLU",
+                 f"(B, T, {d})", "Post-LN (the paper)", "Pre-LN",
+                 f"of {'N' if n is None else f'N = {n}'})"):
+        assert part in joined, part
+    # both orders: Post-LN adds then normalises (4 LayerNorms in all: 2 per order inside the
+    # block), Pre-LN adds the sub-layer of the normalised input and ends the stack with one more
+    assert words.count("add: x + sublayer(x)") == 2 and words.count("add: x + sublayer(LN(x))") == 2
+    assert words.count("LayerNorm") == 4
+    assert words.count("final LayerNorm (after the last block)") == 1
+    assert words.count("multi-head self-attention\n" f"h = {h} heads of d_k = {d // h}") == 2
+    assert words.count("skip: x") == 2 and "skip: LN output" in words and "skip: the sum" in words
+
+
+def test_block_orders_leaves_the_06_figure_as_it_was():
+    """The 05 diagram generalised _stack_06 (separate_add); 06's default is unchanged."""
+    from helpers.transformer import TransformerConfig
+
+    fig = diagrams.encoder_decoder(TransformerConfig(10, 12, d_model=16, n_heads=2, d_ff=32,
+                                                     n_layers=1))
+    words = texts(fig)
+    plt.close(fig)
+    assert words.count("add & LayerNorm") == 5 and "add: x + sublayer(x)" not in words
+
+
 # ── 06 · The encoder–decoder
 
 
@@ -169,3 +226,70 @@ def test_encoder_decoder_reads_every_size_from_the_configuration():
         assert part in words, part
     assert "add & LayerNorm" not in words and "padding" not in words.replace("pad_id", "")
     assert words.count("final LayerNorm") == 2
+
+
+# ── 07 · The backward pass
+
+
+def _backward_pass_cases():
+    from dataclasses import replace
+
+    from helpers.analysis import TRAINED, reversal_models
+    from helpers.reversal import REVERSE_CONFIG
+    from helpers.transformer import TransformerConfig
+
+    return {"reversal model": reversal_models()[TRAINED],
+            "reversal, tied": replace(REVERSE_CONFIG, tie_output=True),
+            "paper base, shared": TransformerConfig(37000, 37000, share_embeddings=True,
+                                                    tie_output=True)}
+
+
+@pytest.mark.parametrize("case", ["reversal model", "reversal, tied", "paper base, shared"])
+def test_backward_pass_is_legible_and_inside_the_figure(case):
+    fig = diagrams.backward_pass(_backward_pass_cases()[case])
+    try:
+        assert fig.get_size_inches()[0] <= 11
+        assert overlapping_texts(fig) == []
+        renderer = fig.canvas.get_renderer()
+        for t in fig.findobj(matplotlib.text.Text):
+            if t.get_text().strip():
+                assert t.get_fontsize() >= 8, t.get_text()
+                assert fig.bbox.contains(*t.get_window_extent(renderer).p0), t.get_text()
+                assert fig.bbox.contains(*t.get_window_extent(renderer).p1), t.get_text()
+    finally:
+        plt.close(fig)
+
+
+def test_backward_pass_reads_its_sizes_and_names_the_real_functions():
+    from helpers import training
+
+    cases = _backward_pass_cases()
+    words = {}
+    for case, model in cases.items():
+        fig = diagrams.backward_pass(model)
+        words[case] = " ".join(texts(fig))
+        plt.close(fig)
+    untied, tied, paper = words["reversal model"], words["reversal, tied"], words["paper base, shared"]
+    n, d, v = (getattr(cases["reversal, tied"], k) for k in ("n_layers", "d_model", "tgt_vocab"))
+    for part in (f"d_model = {d}", f"N = {n}", f"target embedding ({v} × {d})",
+                 f"d_logits (B, T, {v})", f"d_memory (B, S, {d})",
+                 f"Σ dK + dV over the N = {n} blocks", "d_logits = (p − q) / n", "np.add.at"):
+        assert part in untied and part in tied, part
+    assert untied.count("DecoderBlock.backward") == untied.count("EncoderBlock.backward") == n
+    assert f"decoder block {n - 1}:" in untied and f"decoder block {n}:" not in untied  # from 0
+    # tied: the output uses the target embedding, whose gradient gets a second contribution
+    assert "ADDS into E" in tied and "ADDS into E" not in untied
+    assert "linear_backward" in untied and "linear_backward" not in tied
+    assert f"W_out ({d} × {v})" in untied and "W_out" not in tied
+    for part in ("d_model = 512", "N = 6", "37,000", "shared embedding (37,000 × 512)",
+                 "d_src + d_tgt", "over the N = 6 blocks", "decoder block 5:"):
+        assert part in paper, part
+    assert "d_src + d_tgt" not in tied
+    # every function the diagram names is one of helpers/training.py (or a method it attaches)
+    for name in ("residual_backward", "embedding_backward", "linear_backward", "cross_entropy"):
+        assert name in untied + tied and callable(getattr(training, name)), name
+    for cls, method in (("Transformer", "backward"), ("Stack", "backward"),
+                        ("EncoderBlock", "backward"), ("DecoderBlock", "backward"),
+                        ("Dropout", "backward")):
+        assert f"{cls}.{method}" in untied
+        assert callable(getattr(getattr(training, cls), method))

@@ -572,7 +572,9 @@ def test_block_explorer_shows_the_trained_encoder_stage_by_stage():
     ex = tw.block_explorer(models, "3 1 4 1 5 9 2 6")
     trained, random = models[analysis.TRAINED], models[analysis.RANDOM]
     assert ex.last_error is None and ex.controls["weights"].value == analysis.TRAINED
-    assert ex.controls["layer"].max == 2 and ex.result["stage"] == 2
+    assert (ex.controls["layer"].min, ex.controls["layer"].value, ex.controls["layer"].max) == (
+        0, 0, 1)  # blocks numbered as encoder.layers[k]
+    assert ex.result["stage"] == 2 and 'data-control="layer">0<' in ex.status.value
     assert analysis.TRAINED in ex.result["weights"] and ex.result["labels"] == list("31415926")
     x = encoder_input(trained, "3 1 4 1 5 9 2 6")
     np.testing.assert_allclose(ex.result["stages"][0], x, rtol=1e-6)
@@ -583,7 +585,7 @@ def test_block_explorer_shows_the_trained_encoder_stage_by_stage():
         ex.result["stages"][2], axis=-1) / np.linalg.norm(x, axis=-1), rtol=1e-5)
     assert cos.min() > 0.9 and 'data-control="weights">trained' in ex.status.value
 
-    ex.controls["layer"].value = 2  # block 2's output is the encoder's output (the memory)
+    ex.controls["layer"].value = 1  # block 1's output is the encoder's output (the memory)
     ex.controls["stage"].value = 6
     src, _, _, _ = analysis.reversal_example("3 1 4 1 5 9 2 6")
     np.testing.assert_allclose(ex.result["activations"], trained.encode(src)[0][0], atol=1e-6)
@@ -607,7 +609,7 @@ def test_block_explorer_shows_the_trained_encoder_stage_by_stage():
         h = block_reference(pre, h)
     np.testing.assert_allclose(ex.result["activations"], h, atol=1e-4)
     ex.controls["stage"].value = 1  # Pre-LN stage 1 is the first norm: trained gamma, beta
-    norm1 = trained.encoder.layers[1].norm1  # block 2, the block still chosen
+    norm1 = trained.encoder.layers[1].norm1  # block 1, the block still chosen
     np.testing.assert_allclose(ex.result["activations"],
                                ln_reference(ex.result["stages"][0], norm1.gamma, norm1.beta), atol=1e-5)
     ex.controls["norm_first"].value = False
@@ -628,11 +630,11 @@ def test_block_explorer_fast_path_draws_what_a_redraw_draws_and_every_control_co
     from helpers.widgets.explorer import png_pixels
 
     ex = tw.block_explorer(block_models())
-    for name, value in (("stage", 4), ("layer", 2), ("weights", analysis.RANDOM), ("stage", 0),
+    for name, value in (("stage", 4), ("layer", 1), ("weights", analysis.RANDOM), ("stage", 0),
                         ("weights", analysis.TRAINED)):
         tw.assert_fast_path_matches_redraw(ex, name, value)
     assert len(ex.cached_layouts) == 1
-    for name, value in (("norm_first", True), ("digits", "1 2 3"), ("layer", 1), ("stage", 3)):
+    for name, value in (("norm_first", True), ("digits", "1 2 3"), ("layer", 0), ("stage", 3)):
         before = png_pixels(ex.image.value)
         ex.controls[name].value = value
         after = png_pixels(ex.image.value)

@@ -43,9 +43,11 @@ def block_explorer(models: dict | None = None, text: str = "3 1 4 1 5 9 2 6", *,
     helpers.analysis.reversal_models(): the reversal model trained in notebook 07 and an untrained
     twin, labelled TRAINED and RANDOM). text: the digits the encoder reads; the input is the
     model's own embedding (`model.embed`: token vectors * sqrt(d_model) + PE), as its encoder
-    gets it. For the chosen block and stage the figure shows, per position, the cosine between the
-    stage and the block's input (how much of the input the stream still holds) and the standard
-    deviation, and the mean of both over the positions at every stage of the block.
+    gets it. Blocks are numbered from 0, as the code indexes them (block k is
+    `encoder.layers[k]`). For the chosen block and stage the figure shows, per position, the
+    cosine between the stage and the block's input (how much of the input the stream still
+    holds) and the standard deviation, and the mean of both over the positions at every stage of
+    the block.
     """
     models = reversal_models() if models is None else dict(models)
     stacks = {}
@@ -62,7 +64,7 @@ def block_explorer(models: dict | None = None, text: str = "3 1 4 1 5 9 2 6", *,
         "weights": W.Dropdown(options=list(models), value=first_label, description="weights"),
         "digits": W.Text(value=text, description="digits", continuous_update=False),
         "norm_first": W.ToggleButton(value=False, description="Pre-LN order (same weights)"),
-        "layer": W.IntSlider(value=1, min=1, max=n_layers, description="block"),
+        "layer": W.IntSlider(value=0, min=0, max=n_layers - 1, description="block"),
         "stage": W.SelectionSlider(options=stage_options(False), value=stage, description="stage"),
     }
 
@@ -84,9 +86,9 @@ def block_explorer(models: dict | None = None, text: str = "3 1 4 1 5 9 2 6", *,
     def all_stages(weights, digits, norm_first, layer):
         stack = stacks[weights][norm_first]
         h, labels = encoder_input(weights, digits)
-        for block in stack.layers[:layer - 1]:  # the residual stream entering block `layer`
+        for block in stack.layers[:layer]:  # the residual stream entering stack.layers[layer]
             h = block.forward(h)
-        stages = block_stages(stack.layers[layer - 1], h)
+        stages = block_stages(stack.layers[layer], h)
         clear_caches(stack)  # no backward follows
         return np.stack(stages), labels  # (7, S, d_model)
 
@@ -94,7 +96,7 @@ def block_explorer(models: dict | None = None, text: str = "3 1 4 1 5 9 2 6", *,
         if digits not in limits:
             limits[digits] = max(1.5, max(float(all_stages(w, digits, o, k)[0].std(-1).max())
                                           for w in models for o in (False, True)
-                                          for k in range(1, n_layers + 1)))
+                                          for k in range(n_layers)))
         return limits[digits]
 
     def compute(weights, digits, norm_first, layer, stage):
@@ -113,7 +115,8 @@ def block_explorer(models: dict | None = None, text: str = "3 1 4 1 5 9 2 6", *,
         order = ("Pre-LN order (the same weights)" if result["norm_first"]
                  else "Post-LN (the paper's order)")
         return (f"{result['weights']} weights · {order}\n"
-                f"block {result['layer']} of {n_layers} · stage {result['stage']}: "
+                f"block {result['layer']} (encoder.layers[{result['layer']}], blocks 0 to "
+                f"{n_layers - 1}) · stage {result['stage']}: "
                 f"{result['formula']}")
 
     def draw(fig, result, values):
