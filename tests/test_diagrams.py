@@ -28,6 +28,19 @@ def overlapping_texts(fig) -> list[tuple[str, str]]:
             if box_a.overlaps(box_b)]
 
 
+def assert_legible(fig):
+    """Legible at notebook width: at most 11 in wide, no text under 8 pt, no text over text, and
+    every text inside the figure."""
+    assert fig.get_size_inches()[0] <= 11
+    assert overlapping_texts(fig) == []
+    renderer = fig.canvas.get_renderer()
+    for t in fig.findobj(matplotlib.text.Text):
+        if t.get_text().strip():
+            assert t.get_fontsize() >= 8, t.get_text()
+            assert fig.bbox.contains(*t.get_window_extent(renderer).p0), t.get_text()
+            assert fig.bbox.contains(*t.get_window_extent(renderer).p1), t.get_text()
+
+
 # ── 01 · Q, K and V from one sequence
 
 def bank_example():
@@ -130,14 +143,7 @@ def test_block_orders_reads_the_sizes_and_draws_both_orders_legibly(case):
     obj, (d, h, d_ff, n) = _block_orders_cases()[case]
     fig = diagrams.block_orders(obj)
     try:
-        assert fig.get_size_inches()[0] <= 11
-        assert overlapping_texts(fig) == []
-        renderer = fig.canvas.get_renderer()
-        for t in fig.findobj(matplotlib.text.Text):
-            if t.get_text().strip():
-                assert t.get_fontsize() >= 8, t.get_text()
-                assert fig.bbox.contains(*t.get_window_extent(renderer).p0), t.get_text()
-                assert fig.bbox.contains(*t.get_window_extent(renderer).p1), t.get_text()
+        assert_legible(fig)
         words = texts(fig)
     finally:
         plt.close(fig)
@@ -184,14 +190,8 @@ def _encoder_decoder_cases():
 def test_encoder_decoder_is_legible_and_inside_the_figure(case):
     fig = diagrams.encoder_decoder(_encoder_decoder_cases()[case])
     try:
-        assert fig.get_size_inches()[0] <= 11
-        assert overlapping_texts(fig) == []
+        assert_legible(fig)
         renderer = fig.canvas.get_renderer()
-        for t in fig.findobj(matplotlib.text.Text):
-            if t.get_text().strip():
-                assert t.get_fontsize() >= 8, t.get_text()
-                assert fig.bbox.contains(*t.get_window_extent(renderer).p0), t.get_text()
-                assert fig.bbox.contains(*t.get_window_extent(renderer).p1), t.get_text()
         # the text of every box stays inside its box
         boxes = [p.get_window_extent(renderer) for p in fig.axes[0].patches
                  if isinstance(p, matplotlib.patches.FancyBboxPatch)]
@@ -248,14 +248,7 @@ def _backward_pass_cases():
 def test_backward_pass_is_legible_and_inside_the_figure(case):
     fig = diagrams.backward_pass(_backward_pass_cases()[case])
     try:
-        assert fig.get_size_inches()[0] <= 11
-        assert overlapping_texts(fig) == []
-        renderer = fig.canvas.get_renderer()
-        for t in fig.findobj(matplotlib.text.Text):
-            if t.get_text().strip():
-                assert t.get_fontsize() >= 8, t.get_text()
-                assert fig.bbox.contains(*t.get_window_extent(renderer).p0), t.get_text()
-                assert fig.bbox.contains(*t.get_window_extent(renderer).p1), t.get_text()
+        assert_legible(fig)
     finally:
         plt.close(fig)
 
