@@ -89,8 +89,7 @@ def reversal_example(text: str) -> tuple[np.ndarray, np.ndarray, list[str], list
     '3 1 4' -> src digits 3 1 4, tgt <bos> 4 1 (the model reads these and should answer 4 1 3)."""
     src = digits_to_tokens(text, MAX_LEN)
     tgt = np.concatenate([[BOS], src[::-1][:-1]])
-    src_labels = [str(t - FIRST_DIGIT) for t in src]
-    tgt_labels = ["<bos>"] + [str(t - FIRST_DIGIT) for t in src[::-1][:-1]]
+    src_labels, tgt_labels = [token_word(t) for t in src], [token_word(t) for t in tgt]
     return src[None, :], tgt[None, :], src_labels, tgt_labels
 
 

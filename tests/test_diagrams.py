@@ -66,11 +66,7 @@ def test_qkv_diagram_labels_its_shapes_from_the_arrays(n, d_model, d_k, d_v):
                          f"n × d_v = {n} × {d_v}", "Q = X W_q", "V = X W_v", "S = Q Kᵀ / √d_k"):
             assert expected in shown, expected
         assert shown.count(f"n × n = {n} × {n}") == 2  # the scores and the weights
-        assert overlapping_texts(fig) == []
-        width, _ = fig.get_size_inches()
-        assert width <= 11
-        assert min(t.get_fontsize() for t in fig.findobj(matplotlib.text.Text)
-                   if t.get_text()) >= 8
+        assert_legible(fig)
     finally:
         plt.close(fig)
 
@@ -103,10 +99,7 @@ def test_heads_diagram_labels_the_shapes_it_computes(shape, h):
     for expected in [(B, T, d_model), (B, T, h, d_k), (B, h, T, d_k)]:
         assert sum(f"= {expected}" in t for t in labels) >= 2, (expected, labels)
     assert any(f"h = {h} heads of d_k = {d_k}" in t for t in labels)
-    assert overlapping_texts(fig) == []
-    width, _ = fig.get_size_inches()
-    assert width <= 11
-    assert min(t.get_fontsize() for t in fig.findobj(matplotlib.text.Text) if t.get_text()) >= 8
+    assert_legible(fig)
     # one coloured cell per (token, feature) in each of the 8 stages, coloured by head
     cells = [p for p in fig.axes[0].patches if p.get_facecolor()[3] == 1]
     assert len(cells) == 8 * T * d_model
