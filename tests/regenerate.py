@@ -1,9 +1,9 @@
 """Re-execute notebooks in place ("restart kernel and run all") and normalise them.
 
-    python tests/regenerate.py                      # every notebook in notebooks/
+    python tests/regenerate.py                      # every notebook, exercises included
     python tests/regenerate.py notebooks/01_*.ipynb # some of them
 
-Each notebook runs in a fresh `python3` kernel of this environment, from the notebooks/ folder,
+Each notebook runs in a fresh `python3` kernel of this environment, from its own folder,
 with one BLAS thread. Afterwards we remove what differs run to run and is not content: execution
 timing metadata, stored widget state, volatile `language_info`. The view of a displayed widget
 (a random model id) is replaced by a short note, because a widget only exists in a live kernel.
@@ -58,7 +58,7 @@ def normalise(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
 def run(path: Path, timeout: int = 600) -> None:
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(
-        nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}},
+        nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}},
         record_timing=False,
     )
     client.execute()
@@ -69,7 +69,8 @@ def main(argv: list[str]) -> int:
     os.environ.setdefault("JUPYTER_PREFER_ENV_PATH", "1")
     os.environ["OPENBLAS_NUM_THREADS"] = "1"
     os.environ.pop("MPLBACKEND", None)
-    paths = [Path(p).resolve() for p in argv] or sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    paths = [Path(p).resolve() for p in argv] or sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")) + sorted(
+        (NOTEBOOKS / "exercises").glob("[0-9][0-9]_*.ipynb"))
     for path in paths:
         print(f"executing {path.relative_to(ROOT)}", flush=True)
         run(path)

@@ -19,6 +19,8 @@ from tests.regenerate import WIDGET_NOTE, WIDGET_VIEW, normalise
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 IDS = [p.name for p in NOTEBOOKS]
+EXERCISES = sorted((ROOT / "notebooks" / "exercises").glob("[0-9][0-9]_*.ipynb"))
+EVERY = NOTEBOOKS + EXERCISES  # the generic hygiene holds for the exercise notebooks too
 
 MACHINE_PATH = re.compile(
     r"(/home/|/root/|/Users/|/tmp/|[A-Za-z]:\\\\|site-packages|ipykernel_\d+)" + "|" + re.escape(str(ROOT))
@@ -48,8 +50,13 @@ def output_texts(cell):
                 yield mime, text(value)
 
 
-@pytest.fixture(params=NOTEBOOKS, ids=IDS)
+@pytest.fixture(params=EVERY, ids=[str(p.relative_to(ROOT / "notebooks")) for p in EVERY])
 def nb_path(request):
+    return request.param
+
+
+@pytest.fixture(params=NOTEBOOKS, ids=IDS)
+def series_path(request):
     return request.param
 
 
@@ -127,11 +134,11 @@ def test_no_trailing_semicolons_and_explicit_rng(nb_path):
                 pytest.fail(f"code cell {k}: global np.random.{node.attr}; pass a Generator")
 
 
-def test_anatomy(nb_path):
-    nb = load(nb_path)
+def test_anatomy(series_path):
+    nb = load(series_path)
     cells = nb["cells"]
     title = text(cells[0]["source"])
-    number = nb_path.name[:2]
+    number = series_path.name[:2]
     assert cells[0]["cell_type"] == "markdown" and title.startswith(f"# {number} · "), title[:80]
     for field in ("Builds on", "Time", "Paper"):
         assert f"**{field}" in title, f"title cell lacks **{field}**"

@@ -1,0 +1,187 @@
+"""Exercises of notebook 01: softmax, and scaled dot-product attention with a mask."""
+
+import numpy as np
+
+from helpers.checks.core import Case, Exercise, Mistake
+from helpers.transformer import scaled_dot_product_attention, softmax
+
+_rng = np.random.default_rng(101)  # the cases are the same on every run and every machine
+
+# ── 01.1 · softmax ────────────────────────────────────────────────────────────────────────────
+
+
+def _no_shift(x, axis=-1):
+    e = np.exp(x)
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _shifted(x, axis):  # right, except for a row that is all -inf (NaN there)
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+SOFTMAX = Exercise(
+    key="01.1", name="softmax", reference=softmax,
+    see="01 §3 · Softmax, without overflow",
+    cases=(
+        Case("x = [[1, 2, 3], [0, 0, 0]] (by hand: the second row is uniform)",
+             (np.array([[1.0, 2.0, 3.0], [0.0, 0.0, 0.0]]),)),
+        Case("x of shape (3, 4), axis=-1", (_rng.normal(size=(3, 4)),)),
+        Case("x of shape (3, 4), axis=0 (columns sum to 1)", (_rng.normal(size=(3, 4)),),
+             {"axis": 0}),
+        Case("x of shape (2, 3, 4), the last axis", (_rng.normal(size=(2, 3, 4)),)),
+        Case("large scores [[1000, 1001, 1002]] (exp(1000) overflows)",
+             (np.array([[1000.0, 1001.0, 1002.0]]),)),
+        Case("a row that is all -inf (every key blocked): zeros, not NaN",
+             (np.array([[-np.inf, -np.inf, -np.inf], [0.0, -np.inf, 1.0]]),)),
+    ),
+    mistakes=(
+        Mistake("softmax-no-max-shift",
+                "exp(x) overflows for large scores: subtract the row's maximum before exp",
+                "01 §3 · Softmax, without overflow", _no_shift),
+        Mistake("softmax-ignores-axis",
+                "the softmax always runs over the last axis: the `axis` argument is ignored",
+                "01 §3 · Softmax, without overflow",
+                lambda x, axis=-1: softmax(x, axis=-1)),
+        Mistake("softmax-wrong-axis",
+                "the softmax runs over axis 0 (down the columns), not over `axis`",
+                "01 §2 · All the scores at once (row i holds query i's scores)",
+                lambda x, axis=-1: softmax(x, axis=0)),
+        Mistake("softmax-sum-over-everything",
+                "the sum runs over the whole array, not along `axis`: no row sums to 1",
+                "01 §3 · Softmax, without overflow",
+                lambda x, axis=-1: np.exp(x - x.max()) / np.exp(x - x.max()).sum()),
+        Mistake("softmax-nan-on-blocked-row",
+                "a row that is all -inf gives NaN (-inf - (-inf)); it must give zeros",
+                "01 §3 · Softmax, without overflow",
+                lambda x, axis=-1: _shifted(x, axis)),
+        Mistake("softmax-uniform-on-blocked-row",
+                "-inf is replaced by a large finite number (-1e9) before the exp, so a row that "
+                "is all -inf gets uniform weights (1/n each); it must give zeros",
+                "04 §4 · A query with nothing to see: `-inf` or `-1e9`?",
+                lambda x, axis=-1: softmax(np.where(np.isneginf(x), -1e9, x), axis=axis)),
+    ),
+)
+
+# ── 01.2 · scaled dot-product attention ───────────────────────────────────────────────────────
+
+
+def _attend(scores, V):
+    weights = softmax(scores, axis=-1)
+    return weights @ V, weights
+
+
+def _scores(Q, K, scale):
+    return Q @ K.swapaxes(-1, -2) / scale
+
+
+def _masked(scores, mask, fill=-np.inf):
+    return scores if mask is None else np.where(mask, fill, scores)
+
+
+def _mask_after_softmax(Q, K, V, mask=None):
+    weights = softmax(_scores(Q, K, np.sqrt(Q.shape[-1])))
+    if mask is not None:
+        weights = np.where(mask, 0.0, weights)
+    return weights @ V, weights
+
+
+def _mask_times_scores(Q, K, V, mask=None):
+    scores = _scores(Q, K, np.sqrt(Q.shape[-1]))
+    return _attend(scores if mask is None else scores * ~mask, V)
+
+
+def _nan_on_blocked(Q, K, V, mask=None):
+    scores = _masked(_scores(Q, K, np.sqrt(Q.shape[-1])), mask)
+    weights = _shifted(scores, -1)
+    return weights @ V, weights
+
+
+def _sdpa_case(label, T_q, T_k, d_k, d_v, mask=None, lead=()):
+    Q = _rng.normal(size=(*lead, T_q, d_k))
+    K, V = _rng.normal(size=(*lead, T_k, d_k)), _rng.normal(size=(*lead, T_k, d_v))
+    return Case(label, (Q, K, V), {} if mask is None else {"mask": mask})
+
+
+# notebook 01 §1's case to check by hand (3 tokens, d_k = d_v = 2)
+_Q3 = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+_K3 = np.array([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]])
+_V3 = np.array([[1.0, 0.0], [0.0, 1.0], [5.0, 5.0]])
+
+_BLOCKED = np.array([[False, False, True, True],  # query 0 sees keys 0-1
+                     [False, True, False, True],  # query 1 sees keys 0 and 2
+                     [True, True, True, True]])  # query 2 sees nothing
+
+SDPA = Exercise(
+    key="01.2", name="scaled_dot_product_attention", reference=scaled_dot_product_attention,
+    see="01 §6 · Attention in six lines", outputs=("output", "weights"),
+    cases=(
+        Case("notebook 01's hand case: query 2 gets weights [0.1978 0.4011 0.4011], output "
+             "[2.2033 2.4067]", (_Q3, _K3, _V3)),
+        _sdpa_case("2 queries, 3 keys, d_k = 16, d_v = 3, no mask", 2, 3, 16, 3),
+        _sdpa_case("3 queries, 4 keys, d_k = 8, d_v = 5, a mask (True = blocked) whose last row "
+                   "blocks every key", 3, 4, 8, 5, mask=_BLOCKED),
+        _sdpa_case("a batch of 2, 3 queries, 4 keys, d_k = 4, d_v = 6, the mask above "
+                   "broadcast over the batch", 3, 4, 4, 6, mask=_BLOCKED, lead=(2,)),
+    ),
+    mistakes=(
+        Mistake("attention-no-scaling",
+                "the scores are not divided by √d_k: softmax(Q Kᵀ) V",
+                "01 §4 · Why divide by √d_k",
+                lambda Q, K, V, mask=None: _attend(_masked(_scores(Q, K, 1.0), mask), V)),
+        Mistake("attention-scaled-by-d_k",
+                "the scores are divided by d_k, not by √d_k",
+                "01 §4 · Why divide by √d_k",
+                lambda Q, K, V, mask=None: _attend(_masked(_scores(Q, K, Q.shape[-1]), mask), V)),
+        Mistake("attention-times-sqrt-d_k",
+                "the scores are multiplied by √d_k instead of divided",
+                "01 §4 · Why divide by √d_k",
+                lambda Q, K, V, mask=None: _attend(
+                    _masked(_scores(Q, K, 1 / np.sqrt(Q.shape[-1])), mask), V)),
+        Mistake("attention-softmax-over-queries",
+                "the softmax runs over the queries (axis -2): the weights of a query must sum to "
+                "1 over the keys (the last axis)",
+                "01 §2 · All the scores at once",
+                lambda Q, K, V, mask=None: (
+                    lambda w: (w @ V, w))(softmax(_masked(
+                        _scores(Q, K, np.sqrt(Q.shape[-1])), mask), axis=-2))),
+        Mistake("attention-values-are-keys",
+                "the output mixes the keys (weights @ K), not the values (weights @ V)",
+                "01 §1 · Queries, keys and values",
+                lambda Q, K, V, mask=None: (
+                    lambda o, w: (w @ K, w))(*scaled_dot_product_attention(Q, K, V, mask))),
+        Mistake("mask-after-softmax",
+                "the mask is applied after the softmax (blocked weights set to 0), so the "
+                "remaining weights no longer sum to 1",
+                "04 §3 · Mask before the softmax, not after", _mask_after_softmax),
+        Mistake("mask-inverted",
+                "the mask is read as True = keep; in this series True = blocked",
+                "04 §7 · Other encodings, and converters",
+                lambda Q, K, V, mask=None: scaled_dot_product_attention(
+                    Q, K, V, None if mask is None else ~mask)),
+        Mistake("mask-multiplies-scores",
+                "the mask multiplies the scores (a blocked score becomes 0, not -inf), so "
+                "blocked keys still get weight",
+                "04 §3 · Mask before the softmax, not after", _mask_times_scores),
+        Mistake("mask-fill-1e9-uniform-row",
+                "blocked scores are set to -1e9: right where a query sees some key, but a query "
+                "that sees none gets uniform weights instead of zeros",
+                "04 §4 · A query with nothing to see: `-inf` or `-1e9`?",
+                lambda Q, K, V, mask=None: _attend(
+                    _masked(_scores(Q, K, np.sqrt(Q.shape[-1])), mask, -1e9), V)),
+        Mistake("mask-added-1e9",
+                "the mask is added to the scores (scores + mask * -1e9): right where a query sees "
+                "some key, but a query that sees none keeps its scores' differences and gets the "
+                "unmasked softmax instead of zeros",
+                "04 §4 · A query with nothing to see: `-inf` or `-1e9`?",
+                lambda Q, K, V, mask=None: _attend(
+                    _scores(Q, K, np.sqrt(Q.shape[-1])) + (0 if mask is None else mask * -1e9),
+                    V)),
+        Mistake("mask-nan-on-blocked-row",
+                "a query whose keys are all blocked gets NaN; it must get zero weights and a "
+                "zero output",
+                "04 §4 · A query with nothing to see: `-inf` or `-1e9`?", _nan_on_blocked),
+    ),
+)
+
+EXERCISES = (SOFTMAX, SDPA)

@@ -1,0 +1,253 @@
+"""Exercises of notebook 05: LayerNorm and the Post-LN block."""
+
+import numpy as np
+
+from helpers.checks.core import Case, Exercise, Mistake
+from helpers.transformer import EncoderBlock, LayerNorm, causal_mask, padding_mask
+
+_rng = np.random.default_rng(105)  # the cases are the same on every run and every machine
+
+# ── 05.1 · layer_norm ─────────────────────────────────────────────────────────────────────────
+
+
+def _layer_norm(x, gamma, beta, eps=1e-5):
+    """The library's LayerNorm with the given gamma and beta."""
+    norm = LayerNorm(x.shape[-1], eps)
+    norm.load_parameters({"gamma": np.asarray(gamma, dtype=float),
+                          "beta": np.asarray(beta, dtype=float)})
+    return norm.forward(x)
+
+
+def _standardised(x, axis=-1, ddof=0, eps=1e-5, root=True):
+    """(x - mean) / sqrt(var + eps) along `axis`; root=False: divided by var + eps."""
+    mu = x.mean(axis=axis, keepdims=True)
+    var = x.var(axis=axis, ddof=ddof, keepdims=True)
+    return (x - mu) / (np.sqrt(var + eps) if root else var + eps)
+
+
+def _eps_outside(x, gamma, beta, eps=1e-5, ddof=0):
+    std = x.std(axis=-1, ddof=ddof, keepdims=True)
+    return (x - x.mean(axis=-1, keepdims=True)) / (std + eps) * gamma + beta
+
+
+def _no_eps(x, gamma, beta, eps=1e-5):
+    return _standardised(x, eps=0.0) * gamma + beta
+
+
+def _over_everything(x, gamma, beta, eps=1e-5):
+    return (x - x.mean()) / np.sqrt(x.var() + eps) * gamma + beta
+
+
+_ROWS = _rng.normal(size=(3, 5)) * np.array([[1.0], [0.01], [0.0]]) + 2.0  # std 1, 0.01, a constant
+
+LAYER_NORM = Exercise(
+    key="05.1", name="layer_norm", reference=_layer_norm,
+    see="05 §1 · LayerNorm: every position on its own",
+    cases=(
+        Case("x = [[5, 5, 5, 5], [1, 2, 3, 6]], γ = 1, β = 0 (by hand: the constant row gives "
+             "zeros, row 1 is (x - 3) / √(3.5 + ε))",
+             (np.array([[5.0, 5.0, 5.0, 5.0], [1.0, 2.0, 3.0, 6.0]]), np.ones(4), np.zeros(4))),
+        Case("x of shape (3, 8), random γ and β",
+             (_rng.normal(size=(3, 8)) * 2 + 1, _rng.normal(size=8), _rng.normal(size=8))),
+        Case("a batch x of shape (2, 3, 6), random γ and β",
+             (_rng.normal(size=(2, 3, 6)) * np.array([[[0.5]], [[3.0]]]) - 1,
+              _rng.normal(size=6), _rng.normal(size=6))),
+        Case("eps = 1e-3; rows of std 1, 0.01 and 0 (a constant row gives β)",
+             (_ROWS, _rng.normal(size=5), _rng.normal(size=5)), {"eps": 1e-3}),
+    ),
+    mistakes=(
+        Mistake("ln-unbiased-variance",
+                "the variance divides by d - 1 (unbiased, ddof=1); LayerNorm uses the "
+                "population variance, divided by d",
+                "05 §1 · Three near-misses",
+                lambda x, gamma, beta, eps=1e-5:
+                    _standardised(x, ddof=1, eps=eps) * gamma + beta),
+        Mistake("ln-eps-outside-sqrt",
+                "ε is added outside the square root, (x - μ) / (σ + ε); it belongs inside, "
+                "(x - μ) / √(σ² + ε)",
+                "05 §1 · Three near-misses", _eps_outside),
+        Mistake("ln-annotated-transformer",
+                "the unbiased standard deviation (ddof=1) with ε added outside it, "
+                "(x - μ) / (std + ε), as in the Annotated Transformer: two near-misses at once",
+                "05 §1 · Three near-misses",
+                lambda x, gamma, beta, eps=1e-5: _eps_outside(x, gamma, beta, eps, ddof=1)),
+        Mistake("ln-no-sqrt",
+                "x - μ is divided by the variance σ² + ε, not by its square root",
+                "05 §1 · LayerNorm: every position on its own",
+                lambda x, gamma, beta, eps=1e-5:
+                    _standardised(x, eps=eps, root=False) * gamma + beta),
+        Mistake("ln-no-eps",
+                "there is no ε: a constant row divides 0 by 0 and gives NaN",
+                "05 §1 · LayerNorm: every position on its own", _no_eps),
+        Mistake("ln-ignores-eps",
+                "ε is fixed at 1e-5: the `eps` argument is ignored",
+                "05 §1 · LayerNorm: every position on its own",
+                lambda x, gamma, beta, eps=1e-5: _layer_norm(x, gamma, beta)),
+        Mistake("ln-over-positions",
+                "the mean and variance are taken over the positions (axis -2), not over the "
+                "features of each position (the last axis)",
+                "05 §1 · Three near-misses",
+                lambda x, gamma, beta, eps=1e-5:
+                    _standardised(x, axis=-2, eps=eps) * gamma + beta),
+        Mistake("ln-axis-1",
+                "the mean and variance are taken over axis 1: that is the features of a 2-D x, "
+                "but the positions of a batch (B, T, d_model); the features are always the last "
+                "axis, axis=-1",
+                "05 §1 · Three near-misses",
+                lambda x, gamma, beta, eps=1e-5:
+                    _standardised(x, axis=1, eps=eps) * gamma + beta),
+        Mistake("ln-over-axis-0",
+                "the mean and variance are taken over axis 0 (the batch, as batch "
+                "normalisation does), not over the features of each position (the last axis)",
+                "05 §1 · Three near-misses",
+                lambda x, gamma, beta, eps=1e-5:
+                    _standardised(x, axis=0, eps=eps) * gamma + beta),
+        Mistake("ln-over-everything",
+                "the mean and variance are taken over the whole array (no axis): each position "
+                "needs its own, over its features (axis=-1, keepdims=True)",
+                "05 §1 · Three near-misses", _over_everything),
+        Mistake("ln-gamma-beta-swapped",
+                "γ and β are swapped: x̂ · β + γ; the scale is γ, the shift β",
+                "05 §1 · LayerNorm: every position on its own",
+                lambda x, gamma, beta, eps=1e-5: _layer_norm(x, beta, gamma, eps)),
+        Mistake("ln-shift-before-scale",
+                "β is added before multiplying by γ, (x̂ + β) · γ; LayerNorm is x̂ · γ + β",
+                "05 §1 · LayerNorm: every position on its own",
+                lambda x, gamma, beta, eps=1e-5: (_standardised(x, eps=eps) + beta) * gamma),
+        Mistake("ln-ignores-gamma-beta",
+                "γ and β are not applied: the result is only standardised, x̂",
+                "05 §1 · LayerNorm: every position on its own",
+                lambda x, gamma, beta, eps=1e-5: _standardised(x, eps=eps)),
+    ),
+)
+
+# ── 05.2 · the Post-LN block ──────────────────────────────────────────────────────────────────
+
+
+def _post_ln_block(x, self_attn, feed_forward, norm1, norm2, mask=None):
+    y = norm1(x + self_attn(x, mask))  # (..., T, d_model)
+    return norm2(y + feed_forward(y))  # (..., T, d_model)
+
+
+# The sub-layers of the cases: one EncoderBlock (d_model 8, 2 heads, d_ff 16, fixed weights)
+# whose two norms get different, non-trivial γ and β, so that swapping them shows.
+D_MODEL = 8
+BLOCK = EncoderBlock(D_MODEL, 2, 16, _rng)
+for _norm in (BLOCK.norm1, BLOCK.norm2):
+    _norm.load_parameters({"gamma": _rng.uniform(0.5, 2.0, D_MODEL),
+                           "beta": _rng.normal(0.0, 0.5, D_MODEL)})
+
+
+def self_attn(h, mask=None):
+    """Multi-head self-attention: queries, keys and values all from h."""
+    return BLOCK.self_attn.forward(h, h, h, mask)
+
+
+feed_forward, norm1, norm2 = BLOCK.ffn.forward, BLOCK.norm1.forward, BLOCK.norm2.forward
+SUBLAYERS = (self_attn, feed_forward, norm1, norm2)
+
+
+def _toy_attn(h, mask=None):  # the toy case: "attention" that returns its input
+    return h
+
+
+_TOY = (_toy_attn, lambda h: np.maximum(h, 0), LayerNorm(4).forward, LayerNorm(4).forward)
+
+
+def _pre_ln(x, self_attn, feed_forward, norm1, norm2, mask=None):
+    h = x + self_attn(norm1(x), mask)
+    return h + feed_forward(norm2(h))
+
+
+def _no_residual(x, self_attn, feed_forward, norm1, norm2, mask=None):
+    y = norm1(self_attn(x, mask))
+    return norm2(feed_forward(y))
+
+
+def _norm_then_add(x, self_attn, feed_forward, norm1, norm2, mask=None):
+    y = x + norm1(self_attn(x, mask))
+    return y + norm2(feed_forward(y))
+
+
+def _ffn_first(x, self_attn, feed_forward, norm1, norm2, mask=None):
+    y = norm1(x + feed_forward(x))
+    return norm2(y + self_attn(y, mask))
+
+
+def _ffn_reads_input(x, self_attn, feed_forward, norm1, norm2, mask=None):
+    y = norm1(x + self_attn(x, mask))
+    return norm2(y + feed_forward(x))
+
+
+def _residual_from_input(x, self_attn, feed_forward, norm1, norm2, mask=None):
+    y = norm1(x + self_attn(x, mask))
+    return norm2(x + feed_forward(y))
+
+
+def _block_case(label, shape, mask=None):
+    x = _rng.normal(size=shape)
+    return Case(label, (x, *SUBLAYERS), {} if mask is None else {"mask": mask})
+
+
+POST_LN_BLOCK = Exercise(
+    key="05.2", name="post_ln_block", reference=_post_ln_block,
+    see="05 §3 · Residual connections and the paper's block, one step per cell",
+    cases=(
+        Case("toy sub-layers: attention returns its input, the FFN is ReLU, norms with γ = 1, "
+             "β = 0; x = [[[-1, 1, -1, 1], [1, 1, -1, -1]]] (by hand: the output ≈ x)",
+             (np.array([[[-1.0, 1.0, -1.0, 1.0], [1.0, 1.0, -1.0, -1.0]]]), *_TOY)),
+        _block_case("one sentence of 5 tokens, d_model = 8, no mask", (1, 5, D_MODEL)),
+        _block_case("a batch of 2, 4 tokens, the causal mask (4, 4)", (2, 4, D_MODEL),
+                    causal_mask(4)),
+        _block_case("a batch of 2, 5 tokens, a padding mask (lengths 5 and 2)", (2, 5, D_MODEL),
+                    padding_mask(np.array([5, 2]), 5)),
+    ),
+    mistakes=(
+        Mistake("block-pre-ln",
+                "this is the Pre-LN block, x + Sublayer(LN(x)); the paper's Post-LN block is "
+                "LN(x + Sublayer(x))",
+                "05 §5 · A stack of blocks, and Post-LN against Pre-LN", _pre_ln),
+        Mistake("block-no-residual",
+                "the residual connections are missing: LN(Sublayer(x)) instead of "
+                "LN(x + Sublayer(x))",
+                "05 §3 · Residual connections and the paper's block, one step per cell",
+                _no_residual),
+        Mistake("block-norm-then-add",
+                "the norm is applied to the sub-layer's output before the addition, "
+                "x + LN(Sublayer(x)); the paper adds first, then normalises: LN(x + Sublayer(x))",
+                "05 §3 · Residual connections and the paper's block, one step per cell",
+                _norm_then_add),
+        Mistake("block-one-norm",
+                "norm1 is used after both sub-layers; the FFN's sum goes through norm2 (each "
+                "norm has its own γ and β)",
+                "05 §3 · Residual connections and the paper's block, one step per cell",
+                lambda x, self_attn, feed_forward, norm1, norm2, mask=None:
+                    _post_ln_block(x, self_attn, feed_forward, norm1, norm1, mask)),
+        Mistake("block-norms-swapped",
+                "the norms are swapped: norm2 follows attention and norm1 the FFN",
+                "05 §3 · Residual connections and the paper's block, one step per cell",
+                lambda x, self_attn, feed_forward, norm1, norm2, mask=None:
+                    _post_ln_block(x, self_attn, feed_forward, norm2, norm1, mask)),
+        Mistake("block-mask-not-passed",
+                "the mask is not passed to self-attention: self_attn(x) attends to every key",
+                "05 §4 · Checking the block",
+                lambda x, self_attn, feed_forward, norm1, norm2, mask=None:
+                    _post_ln_block(x, self_attn, feed_forward, norm1, norm2)),
+        Mistake("block-ffn-first",
+                "the sub-layers are in the wrong order: the FFN comes first, then attention",
+                "05 §3 · Residual connections and the paper's block, one step per cell",
+                _ffn_first),
+        Mistake("block-ffn-reads-input",
+                "the FFN reads the block's input x, not y = LN(x + MHA(x)), the output of the "
+                "first sub-layer",
+                "05 §3 · Residual connections and the paper's block, one step per cell",
+                _ffn_reads_input),
+        Mistake("block-residual-from-input",
+                "the second residual adds the block's input x, LN(x + FFN(y)); it must add what "
+                "the FFN read: LN(y + FFN(y))",
+                "05 §3 · Residual connections and the paper's block, one step per cell",
+                _residual_from_input),
+    ),
+)
+
+EXERCISES = (LAYER_NORM, POST_LN_BLOCK)

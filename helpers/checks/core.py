@@ -1,0 +1,371 @@
+"""How an exercise is checked: run the learner's function, compare, and name the mistake.
+
+An `Exercise` holds the reference implementation, a few small cases (hand-checkable ones first)
+and a catalogue of `Mistake`s. Each mistake is a *model*: a wrong implementation with the same
+signature, written the way a learner would get it wrong. `run` calls the learner's function on
+every case and compares it with the reference; if it differs, it compares it with every mistake's
+model on the same cases. The diagnosis is honest about what it knows:
+
+* "passed": every case agrees with the reference (to `rtol`/`atol`);
+* "not implemented": the stub (or something it calls) still raises NotImplementedError;
+* "mistake": the output equals exactly one catalogued mistake's on every case: that one is named,
+  with what was expected, what came back, and the notebook section that explains it;
+* "ambiguous": it equals several mistakes' on every case; they are all named, and the message
+  says that these cases cannot tell them apart;
+* "wrong": it differs from the reference and from every catalogued mistake (the first difference
+  is shown), or it returned something of the wrong kind (None, another shape);
+* "error": it raised (the exception and the learner's line are quoted), or ran past
+  `LIMIT_SECONDS` (an endless loop);
+* "missing" (only when grading a file): the file does not define the function.
+
+A learner's output at rounding level from the reference (another order of the same sums) passes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import inspect
+import os
+import signal
+import threading
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["Case", "Exercise", "Mistake", "Result", "run", "same", "time_limit"]
+
+RTOL, ATOL = 1e-6, 1e-9  # float64 references: far above rounding, far below any real mistake
+
+
+@dataclass(frozen=True)
+class Case:
+    """One call: `label` says what it tests (shown in messages); `args` are passed positionally,
+    `kwargs` by name. `make` (optional) builds the arguments afresh for every call, for cases
+    whose arguments a function could modify (e.g. Adam's state)."""
+
+    label: str
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
+    make: Callable[[], tuple[tuple, dict]] | None = None
+
+    def arguments(self):
+        if self.make is not None:
+            return self.make()
+        return self.args, dict(self.kwargs)
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """A catalogued misconception: `name` (a stable id, kebab-case), `says` (one sentence: what
+    the code does wrong, in the learner's terms), `see` (the notebook and section that explains
+    it, e.g. "01 §4 · Why divide by √d_k"), and `model`, a wrong implementation."""
+
+    name: str
+    says: str
+    see: str
+    model: Callable
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One exercise: `key` ("01.2"), `name` (the function the learner writes), `reference`, the
+    `cases`, the `mistakes`, `outputs` (names of the returned values when a tuple is returned,
+    e.g. ("output", "weights")), and `see` (the section a wrong answer should read)."""
+
+    key: str
+    name: str
+    reference: Callable
+    cases: tuple[Case, ...]
+    mistakes: tuple[Mistake, ...]
+    see: str
+    outputs: tuple[str, ...] = ()
+    rtol: float = RTOL
+    atol: float = ATOL
+
+    def mistake(self, name):
+        for m in self.mistakes:
+            if m.name == name:
+                return m
+        raise KeyError(f"{self.key} {self.name} has no mistake {name!r}")
+
+
+@dataclass(frozen=True)
+class Result:
+    """What `run` found. `bool(result)` is True only for "passed"; `str(result)` is the message;
+    in a notebook the message is displayed as text."""
+
+    key: str
+    name: str
+    status: str  # passed | not implemented | mistake | ambiguous | wrong | error | missing
+    message: str
+    mistakes: tuple[str, ...] = ()
+
+    def __bool__(self):
+        return self.status == "passed"
+
+    def __str__(self):
+        return self.message
+
+    def __repr__(self):
+        return f"<Result {self.key} {self.name}: {self.status}{list(self.mistakes) or ''}>"
+
+    def _ipython_display_(self):  # a check cell shows the message once, as plain text
+        print(self.message)
+
+
+def _call(fn, case):
+    args, kwargs = copy.deepcopy(case.arguments())  # a function that changes its input in place
+    # (x -= x.max()) must not change the case for the next call
+    with np.errstate(all="ignore"):  # a wrong softmax overflows: that is for us to report
+        return fn(*args, **kwargs)
+
+
+def _parts(value, names):
+    """A returned value as a list of (name, array-or-other) pairs."""
+    if isinstance(value, tuple) and len(names) > 1:
+        return list(zip(names, value)) if len(value) == len(names) else [("result", value)]
+    return [(names[0] if names else "result", value)]
+
+
+def same(a, b, rtol=RTOL, atol=ATOL):
+    """True when a and b are the same result: equal shapes and values within the tolerances, NaN
+    where the other has NaN; tuples, lists and dicts compared element by element."""
+    if isinstance(a, dict) or isinstance(b, dict):
+        return (isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys()
+                and all(same(a[k], b[k], rtol, atol) for k in a))
+    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
+        return len(a) == len(b) and all(same(x, y, rtol, atol) for x, y in zip(a, b))
+    if isinstance(a, tuple) or isinstance(b, tuple):  # several results against one
+        return False
+    # a list of numbers against an array of the same numbers (np.append builds arrays): the same
+    if a is None or b is None:
+        return a is b
+    try:
+        a, b = np.asarray(a), np.asarray(b)
+    except Exception:  # not array-like at all
+        return False
+    if a.shape != b.shape or a.dtype.kind not in "biuf" or b.dtype.kind not in "biuf":
+        return a.shape == b.shape and a.dtype == b.dtype and bool(np.all(a == b))
+    if a.dtype.kind == "b" or b.dtype.kind == "b":
+        return a.dtype == b.dtype and bool(np.array_equal(a, b))
+    with np.errstate(all="ignore"):
+        return bool(np.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True))
+
+
+def _show(x):
+    """A short text form of a value for a message: small arrays in full, big ones by a row;
+    numbers to 4 significant digits (a rate of 2.8e-05 is not shown as 0)."""
+    if x is None:
+        return "None"
+    if not isinstance(x, (np.ndarray, np.generic, list, float, int, bool)):
+        return _describe(x)
+    try:
+        x = np.asarray(x)
+    except Exception:  # a ragged list
+        return _describe(x)
+    if x.dtype.kind not in "biuf":
+        return _describe(x)
+    fmt = {"float_kind": lambda v: f"{v:.4g}"}
+    if x.ndim == 0:
+        return f"{x.item():.4g}" if x.dtype.kind == "f" else str(x.item())
+    with np.printoptions(threshold=40, edgeitems=3, linewidth=88, formatter=fmt):
+        text = np.array2string(x, separator=" ")
+    return text if "\n" not in text or x.size <= 24 else text.splitlines()[0] + " ..."
+
+
+def _describe(x):
+    """What kind of value x is, for a message about a wrong kind of result."""
+    if x is None:
+        return "None"
+    if isinstance(x, (tuple, list)):
+        return f"a {type(x).__name__} of {len(x)} values"
+    if isinstance(x, np.ndarray):
+        return f"one array of shape {x.shape}"
+    return f"a {type(x).__name__}"
+
+
+def _first_difference(expected, got, names, rtol, atol):
+    """(part name, where, expected text, got text) for the first part of the output that differs."""
+    if len(names) > 1 and isinstance(expected, tuple) and not (
+            isinstance(got, (tuple, list)) and len(got) == len(names)):
+        return ("result", "", f"a tuple of {len(names)} ({', '.join(names)})", _describe(got))
+    for (name, e), (_, g) in zip(_parts(expected, names), _parts(got, names)):
+        if same(e, g, rtol, atol):
+            continue
+        try:
+            e_arr, g_arr = np.asarray(e), np.asarray(g)
+        except Exception:  # g is ragged or not array-like
+            return name, "", _show(e), _show(g)
+        if g is None or g_arr.dtype.kind not in "biuf" or e_arr.dtype.kind not in "biuf":
+            return name, "", _show(e), _show(g)
+        if e_arr.shape != g_arr.shape:
+            if e_arr.ndim <= 1 and g_arr.ndim <= 1 and max(e_arr.size, g_arr.size) <= 24:
+                return (name, "", f"{_show(e_arr)} (shape {e_arr.shape})",
+                        f"{_show(g_arr)} (shape {g_arr.shape})")
+            return name, "", f"shape {e_arr.shape}", f"shape {g_arr.shape}"
+        if e_arr.dtype != g_arr.dtype and "b" in (e_arr.dtype.kind, g_arr.dtype.kind):
+            if np.array_equal(e_arr.astype(float), g_arr.astype(float)):
+                return name, "", f"dtype {e_arr.dtype}", f"dtype {g_arr.dtype} (the same values)"
+        if e_arr.ndim >= 2:
+            with np.errstate(all="ignore"):
+                bad = ~np.isclose(e_arr.astype(float), g_arr.astype(float), rtol=rtol, atol=atol,
+                                  equal_nan=True)
+            if e_arr.dtype != g_arr.dtype:
+                bad |= e_arr != g_arr
+            idx = tuple(int(i) for i in np.argwhere(bad)[0][:-1])  # the first row that differs
+            where = f"[{', '.join(map(str, idx))}]"
+            dtype = f" (dtype {g_arr.dtype})" if e_arr.dtype != g_arr.dtype else ""
+            return name, where, _show(e_arr[idx]), _show(g_arr[idx]) + dtype
+        return name, "", _show(e), _show(g)
+    return names[0] if names else "result", "", _show(expected), _show(got)
+
+
+def _largest_difference(expected, got, names):
+    """The largest |expected - got| over the parts that are arrays of one shape, or None."""
+    largest = None
+    for (_, e), (_, g) in zip(_parts(expected, names), _parts(got, names)):
+        try:
+            e, g = np.asarray(e, dtype=float), np.asarray(g, dtype=float)
+        except Exception:
+            continue
+        if e.shape == g.shape and e.size:
+            with np.errstate(all="ignore"):
+                d = np.nanmax(np.abs(e - g)) if np.isfinite(e - g).any() else None
+            if d is not None:
+                largest = d if largest is None else max(largest, d)
+    return largest
+
+
+def _all_nan(value):
+    try:
+        a = np.asarray(value, dtype=float)
+    except Exception:
+        return False
+    return a.size > 0 and bool(np.isnan(a).all())
+
+
+LIMIT_SECONDS = 30  # a learner's call that runs longer is stopped (an endless loop)
+
+
+@contextlib.contextmanager
+def time_limit(seconds=None):
+    """Raise TimeoutError in the block after `seconds` (default LIMIT_SECONDS), where the
+    platform allows it (a Unix main thread: notebooks and the command line); elsewhere, no limit."""
+    seconds = LIMIT_SECONDS if seconds is None else seconds
+    usable = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+    if not usable:
+        yield
+        return
+
+    def stop(signum, frame):
+        raise TimeoutError(f"stopped after {seconds} s: does a loop never end?")
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _matches(mistake, ex, got):
+    """Whether the learner's results equal the mistake's model on every case."""
+    for case, value in zip(ex.cases, got):
+        try:
+            if not same(_call(mistake.model, case), value, ex.rtol, ex.atol):
+                return False
+        except Exception:  # a model that cannot run a case does not match it
+            return False
+    return True
+
+
+def _header(ex, mark):
+    return f"{mark} {ex.key} {ex.name}"
+
+
+def _see(section):
+    return f"See {section}" + ("" if section[-1] in ".?!" else ".")
+
+
+def _learner_line(error, ex, case):
+    """Where the learner's code raised: their own innermost line, not NumPy's or the checker's."""
+    skip = (os.path.dirname(np.__file__), os.path.dirname(os.path.dirname(__file__)),
+            os.path.dirname(contextlib.__file__))
+    frames = [f for f in traceback.extract_tb(error.__traceback__)
+              if not f.filename.startswith(skip)]
+    if frames:
+        f = frames[-1]
+        return f"line {f.lineno} of {os.path.basename(f.filename)}: {f.line or ''}".rstrip()
+    args, kwargs = case.arguments()
+    try:
+        params = list(inspect.signature(ex.reference).parameters)
+    except (TypeError, ValueError):
+        params = []
+    called = [*(params[k] if k < len(params) else "…" for k in range(len(args))),
+              *(f"{k}=…" for k in kwargs)]
+    return (f"the call itself: the checker calls {ex.name}({', '.join(called)}); "
+            "do your function's parameters match?")
+
+
+def run(ex: Exercise, fn) -> Result:
+    """Check the learner's `fn` against the exercise; never raises for a wrong `fn`."""
+    if not callable(fn):
+        return Result(ex.key, ex.name, "wrong",
+                      f"{_header(ex, '✗')}: expected a function, got {_show(fn)}.")
+    names = ex.outputs
+    got, expected = [], []
+    for case in ex.cases:
+        try:
+            with time_limit():
+                value = _call(fn, case)
+        except NotImplementedError as stub:
+            said = f" ({stub})" if str(stub) else ""
+            return Result(ex.key, ex.name, "not implemented",
+                          f"{_header(ex, '…')}: not implemented yet{said}. Write it in the cell "
+                          "above, run that cell, then run this one again.")
+        except Exception as error:  # the learner's code raised: quote where and what
+            return Result(ex.key, ex.name, "error",
+                          f"{_header(ex, '✗')}: raised {type(error).__name__}: {error}\n"
+                          f"  case: {case.label}\n  at: {_learner_line(error, ex, case)}\n"
+                          f"  {_see(ex.see)}")
+        got.append(value)
+        expected.append(_call(ex.reference, case))
+    wrong = [i for i, (e, g) in enumerate(zip(expected, got)) if not same(e, g, ex.rtol, ex.atol)]
+    if not wrong:
+        return Result(ex.key, ex.name, "passed",
+                      f"{_header(ex, '✓')}: passed all {len(ex.cases)} cases.")
+    matches = [m for m in ex.mistakes if _matches(m, ex, got)]
+    shown = [(i, _first_difference(expected[i], got[i], names, ex.rtol, ex.atol)) for i in wrong]
+    i, (part, where, e_text, g_text) = next(
+        ((i, d) for i, d in shown if d[2] != d[3]), shown[0])  # a case where the texts differ
+    evidence = (f"  case: {ex.cases[i].label}\n"
+                f"  expected {part}{where}: {e_text}\n"
+                f"  got      {part}{where}: {g_text}")
+    if e_text == g_text:
+        largest = _largest_difference(expected[i], got[i], names)
+        if largest is not None:
+            evidence += f"\n  (they differ by up to {largest:.1e}, below the digits shown)"
+    if all(_all_nan(g if not isinstance(g, tuple) else g[0]) for g in got):
+        evidence += ("\n  (your result is NaN on every case: other bugs that give NaN everywhere "
+                     "look the same to this checker)")
+    if len(matches) == 1:
+        m = matches[0]
+        return Result(ex.key, ex.name, "mistake",
+                      f"{_header(ex, '✗')}: {m.says}\n{evidence}\n"
+                      f"  Your result equals this mistake's on all {len(ex.cases)} cases "
+                      f"[{m.name}]. {_see(m.see)}", (m.name,))
+    if matches:
+        listed = "\n".join(f"  - {m.says} [{m.name}] ({_see(m.see)[0].lower()}{_see(m.see)[1:]})"
+                           for m in matches)
+        return Result(ex.key, ex.name, "ambiguous",
+                      f"{_header(ex, '✗')}: your result equals what each of these mistakes gives "
+                      f"on every case; these cases cannot tell them apart:\n{listed}\n{evidence}",
+                      tuple(m.name for m in matches))
+    return Result(ex.key, ex.name, "wrong",
+                  f"{_header(ex, '✗')}: wrong on {len(wrong)} of {len(ex.cases)} cases, and not "
+                  f"one of the {len(ex.mistakes)} mistakes this checker knows.\n{evidence}\n"
+                  f"  {_see(ex.see)}")

@@ -1,0 +1,257 @@
+"""Exercises of notebook 08: what attention costs, and attention without the n x n matrix."""
+
+import numpy as np
+
+from helpers.checks.core import Case, Exercise, Mistake
+from helpers.transformer import online_attention
+
+_rng = np.random.default_rng(108)  # the cases are the same on every run and every machine
+
+# ── 08.1 · the operations of one self-attention layer ─────────────────────────────────────────
+
+
+def attention_flops(B, n, d_model, h):
+    """FLOPs of one self-attention layer (notebook 08 §1): four projections and the two n x n
+    products, a multiply-add counted as 2; the heads do not change the count."""
+    return 8 * B * n * d_model**2 + 4 * B * n**2 * d_model
+
+
+_SECTION_1 = "08 §1 · Two ways to read a sequence, counted"
+_HEADS_COST = "02 §5 · Compute: h heads cost about as much as one"
+
+FLOPS = Exercise(
+    key="08.1", name="attention_flops", reference=attention_flops, see=_SECTION_1,
+    rtol=0.0, atol=0.0,  # exact integers
+    cases=(
+        Case("B = 1, n = 2, d_model = 4, h = 1 (by hand: 320 FLOPs)",
+             (1, 2, 4, 1)),
+        Case("B = 2, n = 3, d_model = 8, h = 2", (2, 3, 8, 2)),
+        Case("B = 3, n = 5, d_model = 6, h = 3", (3, 5, 6, 3)),
+        Case("notebook 08's layer: B = 8, n = 1024, d_model = 512, h = 8", (8, 1024, 512, 8)),
+    ),
+    mistakes=(
+        Mistake("flops-counts-multiply-adds",
+                "this counts multiply-adds; a multiply-add is 2 FLOPs (a multiply and an add)",
+                _SECTION_1, lambda B, n, d_model, h: attention_flops(B, n, d_model, h) // 2),
+        Mistake("flops-no-projections",
+                "the four projections (W^Q, W^K, W^V, W^O: 8·B·n·d_model² FLOPs) are left out; "
+                "that is Table 1's count, not the layer's",
+                _SECTION_1, lambda B, n, d_model, h: 4 * B * n**2 * d_model),
+        Mistake("flops-three-projections",
+                "only three projections are counted: the output projection W^O costs "
+                "2·B·n·d_model² too",
+                _SECTION_1,
+                lambda B, n, d_model, h: 6 * B * n * d_model**2 + 4 * B * n**2 * d_model),
+        Mistake("flops-one-n-by-n-product",
+                "only one of the two n × n products is counted: Q Kᵀ and weights · V cost "
+                "2·B·n²·d_model each",
+                _SECTION_1,
+                lambda B, n, d_model, h: 8 * B * n * d_model**2 + 2 * B * n**2 * d_model),
+        Mistake("flops-n-not-n-squared",
+                "the scores are counted as n · d_model, not n² · d_model: every query meets "
+                "every key",
+                _SECTION_1,
+                lambda B, n, d_model, h: 8 * B * n * d_model**2 + 4 * B * n * d_model),
+        Mistake("flops-n-and-d-swapped",
+                "n and d_model are swapped: the projections cost n · d_model², the n × n "
+                "products n² · d_model",
+                "08 §2 · Table 1 of the paper, computed and counted",
+                lambda B, n, d_model, h: 8 * B * n**2 * d_model + 4 * B * n * d_model**2),
+        Mistake("flops-times-heads",
+                "the n × n products are multiplied by h with the full width d_model; each head "
+                "has width d_k = d_model / h, so the heads together cost as much as one",
+                _HEADS_COST,
+                lambda B, n, d_model, h: 8 * B * n * d_model**2 + 4 * h * B * n**2 * d_model),
+        Mistake("flops-one-head-only",
+                "the n × n products are counted for one head of width d_k = d_model / h; "
+                "there are h of them",
+                _HEADS_COST,
+                lambda B, n, d_model, h: (8 * B * n * d_model**2
+                                          + 4 * B * n**2 * (d_model // h))),
+        Mistake("flops-no-batch",
+                "the batch B is left out: every sequence of the batch costs the same again",
+                _SECTION_1,
+                lambda B, n, d_model, h: attention_flops(1, n, d_model, h)),
+    ),
+)
+
+# ── 08.2 · the memory of the scores ───────────────────────────────────────────────────────────
+
+
+def score_matrix_bytes(B, h, n, dtype):
+    """Bytes of the (B, h, n, n) scores array: one n x n matrix per head and sequence."""
+    return B * h * n * n * np.dtype(dtype).itemsize
+
+
+_SECTION_4 = "08 §4 · The n × n matrix: memory"
+
+MEMORY = Exercise(
+    key="08.2", name="score_matrix_bytes", reference=score_matrix_bytes, see=_SECTION_4,
+    rtol=0.0, atol=0.0,  # exact integers
+    cases=(
+        Case("B = 1, h = 1, n = 3, float32 (by hand: 36 bytes)",
+             (1, 1, 3, np.float32)),
+        Case("B = 2, h = 3, n = 5, float64", (2, 3, 5, np.float64)),
+        Case("B = 3, h = 2, n = 7, float16", (3, 2, 7, np.float16)),
+        Case("notebook 08's question 3: B = 8, h = 8, n = 4096, float32", (8, 8, 4096, np.float32)),
+    ),
+    mistakes=(
+        Mistake("mem-no-heads",
+                "the heads are left out: each of the h heads has its own n × n scores",
+                _SECTION_4, lambda B, h, n, dtype: score_matrix_bytes(B, 1, n, dtype)),
+        Mistake("mem-no-batch",
+                "the batch B is left out: each sequence of the batch has its own n × n scores",
+                _SECTION_4, lambda B, h, n, dtype: score_matrix_bytes(1, h, n, dtype)),
+        Mistake("mem-n-not-n-squared",
+                "the scores are counted as n numbers per head; they are n × n (every query "
+                "against every key)",
+                _SECTION_4, lambda B, h, n, dtype: B * h * n * np.dtype(dtype).itemsize),
+        Mistake("mem-bits-not-bytes",
+                "this counts bits: a float32 is 4 bytes (32 bits); use np.dtype(dtype).itemsize",
+                _SECTION_4, lambda B, h, n, dtype: 8 * score_matrix_bytes(B, h, n, dtype)),
+        Mistake("mem-always-4-bytes",
+                "every number is counted as 4 bytes (float32) whatever the dtype: float64 has "
+                "8, float16 2",
+                _SECTION_4, lambda B, h, n, dtype: score_matrix_bytes(B, h, n, np.float32)),
+    ),
+)
+
+# ── 08.3 · online attention ───────────────────────────────────────────────────────────────────
+
+
+def _online(Q, K, V, block_size, *, rescale_sum=True, rescale_out=True, invert=False,
+            divide=True, partial=True, store_max=True, use_max=True, m0=-np.inf, scale=True,
+            per_query=True, first_block_max=False):
+    """The online softmax of notebook 08 §6, with switches that turn on one mistake each."""
+    if scale:
+        Q = Q / np.sqrt(Q.shape[-1])
+    m = np.full((*Q.shape[:-1], 1), m0)
+    ell, a = np.zeros((*Q.shape[:-1], 1)), np.zeros((*Q.shape[:-1], V.shape[-1]))
+    T_k = K.shape[-2]
+    stop = T_k if partial else T_k - T_k % block_size
+    for j in range(0, stop, block_size):
+        s = Q @ K[..., j:j + block_size, :].swapaxes(-1, -2)
+        block_max = s.max(axis=-1, keepdims=True) if per_query else s.max()
+        m_new = np.maximum(m, block_max) if use_max else np.zeros_like(m)
+        if first_block_max and j > 0:
+            m_new = m
+        p = np.exp(s - m_new)
+        factor = np.exp(m_new - m) if invert else np.exp(m - m_new)
+        ell = (ell * factor if rescale_sum else ell) + p.sum(axis=-1, keepdims=True)
+        a = (a * factor if rescale_out else a) + p @ V[..., j:j + block_size, :]
+        if store_max:
+            m = m_new
+    return a / ell if divide else a
+
+
+def _mistake(**switches):
+    return lambda Q, K, V, block_size=256: _online(Q, K, V, block_size, **switches)
+
+
+def _qkv(lead, T_q, T_k, d_k, d_v):
+    return (_rng.normal(size=(*lead, T_q, d_k)), _rng.normal(size=(*lead, T_k, d_k)),
+            _rng.normal(size=(*lead, T_k, d_v)))
+
+
+def _rising():
+    """One query, 12 keys whose scores rise by 800 from the first block of 4 to the second, and
+    by 3 more to the third: a maximum kept from the first block overflows exp."""
+    Q, K, V = _qkv((), 1, 12, 4, 3)
+    rise = np.repeat([0.0, 800.0, 803.0], 4)[:, None] * np.sqrt(4) * Q / (Q @ Q.T)
+    return Q, K + rise, V
+
+
+def _low():
+    """Two queries whose scores are all near -1000 (within 100 of each other): exp(s - 0)
+    underflows to 0 for every key, exp(s - max) does not."""
+    K = np.column_stack([_rng.uniform(45, 55, 6), _rng.normal(size=(6, 3))])
+    Q = np.column_stack([[-40.0, -40.0], _rng.normal(size=(2, 3))])
+    return Q, K, _rng.normal(size=(6, 3))
+
+
+def _extreme():
+    """Query 0 scores about +1000, query 1 about -1000: exp overflows or underflows unshifted."""
+    K = np.column_stack([_rng.uniform(30, 40, 5), _rng.normal(size=5)])
+    return np.array([[40.0, 0.0], [-40.0, 0.0]]), K, _rng.normal(size=(5, 3))
+
+
+def _case(label, qkv, block_size):
+    return Case(label, qkv, {"block_size": block_size})
+
+
+_SECTION_6 = "08 §6 · Attention without the n × n matrix"
+
+ONLINE = Exercise(
+    key="08.3", name="online_attention", reference=online_attention, see=_SECTION_6,
+    cases=(
+        _case("Q = 0, 3 keys in blocks of 2 (by hand: every score is 0, so the output is the "
+              "mean of V's rows, [[3, 4]])",
+              (np.zeros((1, 2)), np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]),
+               np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])), 2),
+        _case("1 query, 12 keys in 3 blocks of 4 whose scores rise block by block, by 800 and "
+              "then by 3 (the running max grows)", _rising(), 4),
+        _case("3 queries, 10 keys in blocks of 4 (the last block holds 2), d_k = 8, d_v = 5",
+              _qkv((), 3, 10, 8, 5), 4),
+        _case("a batch of 2 with 3 heads, 4 queries, 7 keys in blocks of 3, d_k = 4, d_v = 6",
+              _qkv((2, 3), 4, 7, 4, 6), 3),
+        _case("2 queries whose scores are all near -1000, in one block that holds every key "
+              "(block_size = 16 > T_k = 6)", _low(), 16),
+        _case("scores near +1000 (query 0) and -1000 (query 1), 5 keys in blocks of 2",
+              _extreme(), 2),
+    ),
+    mistakes=(
+        Mistake("online-no-rescale",
+                "neither the running sum nor the running output is multiplied by "
+                "exp(m_old - m_new) when a block raises the maximum",
+                _SECTION_6,
+                _mistake(rescale_sum=False, rescale_out=False)),
+        Mistake("online-output-not-rescaled",
+                "the running sum is rescaled by exp(m_old - m_new) when the maximum grows, but "
+                "the running output is not",
+                _SECTION_6, _mistake(rescale_out=False)),
+        Mistake("online-sum-not-rescaled",
+                "the running output is rescaled by exp(m_old - m_new) when the maximum grows, "
+                "but the running sum is not",
+                _SECTION_6, _mistake(rescale_sum=False)),
+        Mistake("online-exp-inf-on-first-block",
+                "on the first block the old maximum is -inf, and an exponential taken against "
+                "it is exp(+inf) = inf, so the output is NaN: the rescale factor is "
+                "exp(m_old - m_new) (not its inverse), and the block's terms are exp(s - m_new), "
+                "with the new maximum",
+                _SECTION_6, _mistake(invert=True)),
+        Mistake("online-no-final-division",
+                "the running output is returned without the final division by the running sum",
+                _SECTION_6, _mistake(divide=False)),
+        Mistake("online-drops-last-block",
+                "the last block is dropped when T_k is not a multiple of block_size (the loop "
+                "runs over full blocks only)",
+                _SECTION_6, _mistake(partial=False)),
+        Mistake("online-max-never-stored",
+                "the new maximum is computed but never stored (m = m_new is missing): m stays "
+                "-inf, every block's rescale is 0, and only the last block counts",
+                _SECTION_6, _mistake(store_max=False)),
+        Mistake("online-no-running-max",
+                "the exponentials are taken without subtracting a running maximum: scores "
+                "like +1000 overflow and -1000 underflow to 0 / 0",
+                "01 §3 · Softmax, without overflow", _mistake(use_max=False)),
+        Mistake("online-max-from-first-block",
+                "the maximum is taken from the first block and never updated: a later block "
+                "whose scores are far larger (here by 800) overflows exp(s - m); keep a running "
+                "maximum and rescale the old sums when it grows",
+                _SECTION_6, _mistake(first_block_max=True)),
+        Mistake("online-max-over-all-queries",
+                "one maximum is taken over the whole block, for all queries at once (no "
+                "axis=-1): a query whose scores are far below another query's (-1000 against "
+                "+1000) underflows to 0 / 0; each query needs its own maximum",
+                _SECTION_6, _mistake(per_query=False)),
+        Mistake("online-max-starts-at-zero",
+                "the running maximum starts at 0, not -inf: a query whose scores are all far "
+                "below 0 (like -1000) underflows to 0 / 0",
+                _SECTION_6, _mistake(m0=0.0)),
+        Mistake("online-no-scaling",
+                "the scores are not divided by √d_k",
+                "01 §4 · Why divide by √d_k", _mistake(scale=False)),
+    ),
+)
+
+EXERCISES = (FLOPS, MEMORY, ONLINE)

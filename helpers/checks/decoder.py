@@ -1,0 +1,320 @@
+"""Exercises of notebook 06: the decoder block with cross-attention, greedy decoding."""
+
+import numpy as np
+
+from helpers.checks.core import Case, Exercise, Mistake
+from helpers.transformer import (
+    FeedForward,
+    LayerNorm,
+    MultiHeadAttention,
+    causal_mask,
+    padding_mask,
+    softmax,
+)
+
+_rng = np.random.default_rng(106)  # the cases are the same on every run and every machine
+
+# ── 06.1 · the decoder block ──────────────────────────────────────────────────────────────────
+
+
+def decoder_block(y, memory, self_attn, cross_attn, feed_forward, norm1, norm2, norm3,
+                  tgt_mask, src_mask):
+    """Post-LN decoder layer: masked self-attention, cross-attention over memory, feed-forward."""
+    y = norm1(y + self_attn(y, y, y, tgt_mask))
+    y = norm2(y + cross_attn(y, memory, memory, src_mask))
+    return norm3(y + feed_forward(y))
+
+
+def _block(y, memory, sa, ca, ff, n1, n2, n3, tgt_mask, src_mask, *, self_args=None,
+           cross_args=None, order=("self", "cross")):
+    """The block with its wiring as parameters: self_args/cross_args(y, memory) -> the attention's
+    (query, key, value, mask); `order` of the two attention sub-layers, each with its own norm."""
+    self_args = self_args or (lambda h, m: (h, h, h, tgt_mask))
+    cross_args = cross_args or (lambda h, m: (h, m, m, src_mask))
+    sub = {"self": (lambda h: sa(*self_args(h, memory)), n1),
+           "cross": (lambda h: ca(*cross_args(h, memory)), n2)}
+    for name in order:
+        sublayer, norm = sub[name]
+        y = norm(y + sublayer(y))
+    return n3(y + ff(y))
+
+
+def _pre_ln(y, memory, sa, ca, ff, n1, n2, n3, tgt_mask, src_mask):
+    h = n1(y)
+    y = y + sa(h, h, h, tgt_mask)
+    y = y + ca(n2(y), memory, memory, src_mask)
+    return y + ff(n3(y))
+
+
+def _no_residual(y, memory, sa, ca, ff, n1, n2, n3, tgt_mask, src_mask):
+    y = n1(sa(y, y, y, tgt_mask))
+    y = n2(ca(y, memory, memory, src_mask))
+    return n3(ff(y))
+
+
+def _cross_reads_block_input(y, memory, sa, ca, ff, n1, n2, n3, tgt_mask, src_mask):
+    h = n1(y + sa(y, y, y, tgt_mask))
+    h = n2(h + ca(y, memory, memory, src_mask))
+    return n3(h + ff(h))
+
+
+def _averaging_attention(query, key, value, mask=None):
+    """A toy attention to follow by hand: each query averages the values of the keys it may see."""
+    scores = np.zeros(query.shape[:-1] + key.shape[-2:-1])  # (..., T_q, T_k), all equal
+    if mask is not None:
+        scores = np.where(mask, -np.inf, scores)
+    return softmax(scores) @ value
+
+
+def _plus(k):
+    def norm(x):
+        return x + k
+    norm.__name__ = norm.__qualname__ = f"plus_{k}"
+    return norm
+
+
+def _toy_case():
+    y = np.array([[[1.0], [3.0]]])  # (B=1, T=2, d_model=1)
+    memory = np.array([[[10.0], [20.0]]])  # (B=1, S=2, d_model=1)
+    src_mask = np.array([[[False, True]]])  # (B, 1, S): memory position 1 is padding
+    return Case("toy sub-layers, by hand: each attention averages the values it may see, "
+                "feed_forward doubles, norm_k adds k; y = [1, 3], memory = [10, 20] with "
+                "position 1 padded -> [48, 57]",
+                (y, memory, _averaging_attention, _averaging_attention, lambda x: 2 * x,
+                 _plus(1), _plus(2), _plus(3), causal_mask(2), src_mask))
+
+
+_D_MODEL, _N_HEADS, _D_FF = 8, 2, 16
+_SELF = MultiHeadAttention(_D_MODEL, _N_HEADS, _rng)
+_CROSS = MultiHeadAttention(_D_MODEL, _N_HEADS, _rng)
+_FFN = FeedForward(_D_MODEL, _D_FF, _rng)
+_NORMS = tuple(LayerNorm(_D_MODEL) for _ in range(3))
+for _norm in _NORMS:  # three different LayerNorms, so that using the wrong one shows
+    _norm.gamma = 1.0 + 0.5 * _rng.normal(size=_D_MODEL)
+    _norm.beta = 0.5 * _rng.normal(size=_D_MODEL)
+_PARTS = (_SELF.forward, _CROSS.forward, _FFN.forward, *(n.forward for n in _NORMS))
+
+
+def _block_case(label, B, T, tgt_mask, src_mask):
+    y, memory = _rng.normal(size=(B, T, _D_MODEL)), _rng.normal(size=(B, T, _D_MODEL))
+    return Case(label, (y, memory, *_PARTS, tgt_mask, src_mask))
+
+
+_TGT_PADDED = causal_mask(3) | padding_mask([3, 2], 3)  # (B=2, 1, 3, 3): causal + target padding
+
+DECODER_BLOCK = Exercise(
+    key="06.1", name="decoder_block", reference=decoder_block,
+    see="06 §1 · The decoder block",
+    cases=(
+        _toy_case(),
+        _block_case("B = 2, T = S = 4, d_model = 8, library sub-layers: the causal mask, and a "
+                    "source padding mask (lengths 4 and 2)", 2, 4, causal_mask(4),
+                    padding_mask([4, 2], 4)),
+        _block_case("B = 2, T = S = 3: the causal mask with target padding (2, 1, 3, 3), a source "
+                    "padding mask (lengths 3 and 1)", 2, 3, _TGT_PADDED, padding_mask([3, 1], 3)),
+        _block_case("B = 1, T = S = 5: the causal mask, no source mask (src_mask=None)", 1, 5,
+                    causal_mask(5), None),
+    ),
+    mistakes=(
+        Mistake("decoder-cross-kv-from-decoder",
+                "the cross-attention takes its keys and values from the decoder state y; they "
+                "come from the encoder's output: cross_attn(y, memory, memory, src_mask)",
+                "06 §1 · The decoder block",
+                lambda y, m, *p: _block(y, m, *p, cross_args=lambda h, m: (h, h, h, p[-1]))),
+        Mistake("decoder-cross-query-from-memory",
+                "the cross-attention's roles are reversed (queries from memory, keys and values "
+                "from the decoder): the queries come from the decoder, the keys and values from "
+                "memory",
+                "06 §1 · The decoder block",
+                lambda y, m, *p: _block(y, m, *p, cross_args=lambda h, m: (m, h, h, p[-1]))),
+        Mistake("decoder-cross-values-from-decoder",
+                "the cross-attention's values are the decoder state y; keys and values both come "
+                "from memory: cross_attn(y, memory, memory, src_mask)",
+                "06 §1 · The decoder block",
+                lambda y, m, *p: _block(y, m, *p, cross_args=lambda h, m: (h, m, h, p[-1]))),
+        Mistake("decoder-self-no-causal-mask",
+                "the self-attention gets no mask, so every target position sees the later ones; "
+                "it takes tgt_mask (the causal mask)",
+                "04 §1 · The causal mask: no looking ahead",
+                lambda y, m, *p: _block(y, m, *p, self_args=lambda h, m: (h, h, h, None))),
+        Mistake("decoder-cross-causal-mask",
+                "the cross-attention gets the causal mask tgt_mask; its keys are source "
+                "positions, so it takes the source padding mask src_mask",
+                "06 §1 · The decoder block",
+                lambda y, m, *p: _block(y, m, *p, cross_args=lambda h, m: (h, m, m, p[-2]))),
+        Mistake("decoder-masks-swapped",
+                "the two masks are swapped: the self-attention takes tgt_mask (causal), the "
+                "cross-attention src_mask (source padding)",
+                "06 §1 · The decoder block",
+                lambda y, m, *p: _block(y, m, *p, self_args=lambda h, m: (h, h, h, p[-1]),
+                                        cross_args=lambda h, m: (h, m, m, p[-2]))),
+        Mistake("decoder-cross-no-mask",
+                "the cross-attention gets no mask, so padded source positions are read; it takes "
+                "src_mask",
+                "04 §2 · The padding mask: ignore the filler",
+                lambda y, m, *p: _block(y, m, *p, cross_args=lambda h, m: (h, m, m, None))),
+        Mistake("decoder-cross-before-self",
+                "the cross-attention runs before the masked self-attention; the order is "
+                "self-attention, cross-attention, feed-forward",
+                "06 §1 · The decoder block",
+                lambda y, m, *p: _block(y, m, *p, order=("cross", "self"))),
+        Mistake("decoder-cross-uses-self-attn",
+                "the cross-attention calls self_attn (the self-attention's weights); it has its "
+                "own, cross_attn",
+                "06 §1 · The decoder block",
+                lambda y, m, sa, ca, *p: _block(y, m, sa, sa, *p)),
+        Mistake("decoder-cross-reads-block-input",
+                "the cross-attention's query is the block's input y, not the output of the "
+                "self-attention sub-layer",
+                "06 §1 · The decoder block", _cross_reads_block_input),
+        Mistake("decoder-one-norm-reused",
+                "norm1 is used after every sub-layer; each sub-layer has its own LayerNorm "
+                "(norm1, norm2, norm3)",
+                "06 §1 · The decoder block",
+                lambda y, m, sa, ca, ff, n1, n2, n3, *k: decoder_block(y, m, sa, ca, ff, n1, n1,
+                                                                       n1, *k)),
+        Mistake("decoder-pre-ln",
+                "this is Pre-LN (y + Sublayer(LN(y))); the paper's block, asked here, is Post-LN: "
+                "y = LN(y + Sublayer(y))",
+                "05 §5 · A stack of blocks, and Post-LN against Pre-LN", _pre_ln),
+        Mistake("decoder-no-residual",
+                "the sub-layers have no residual connection: each LayerNorm gets Sublayer(y), "
+                "not y + Sublayer(y)",
+                "05 §3 · Residual connections and the paper's block, one step per cell",
+                _no_residual),
+    ),
+)
+
+# ── 06.2 · greedy decoding ────────────────────────────────────────────────────────────────────
+
+
+def greedy_decode(next_logits, bos_id, eos_id, max_steps):
+    """Start from [bos_id]; append the newest position's most likely token until eos_id or
+    max_steps new tokens."""
+    tokens = [bos_id]
+    for _ in range(max_steps):
+        logits = next_logits(tokens)  # (len(tokens), vocab)
+        tokens.append(int(logits[-1].argmax()))  # the newest position's prediction
+        if tokens[-1] == eos_id:
+            break
+    return tokens
+
+
+_MAX_CALLS = 100  # no case needs more than 11 calls to next_logits; a loop that ignores
+# max_steps and never meets EOS would call it forever: the toy model stops it with this message
+
+
+def _toy_model(table, position=None):
+    """A deterministic next-token "model" for the cases: row i of the logits is table[tokens[i]]
+    (plus position[i]), so it sees the prefix up to i only. Any number is a valid token (taken
+    mod the vocabulary), so that a wrong decoder gets wrong tokens, not an exception. It counts
+    its calls and raises beyond _MAX_CALLS (each case builds a fresh one for every call)."""
+    calls = 0
+
+    def next_logits(tokens):
+        nonlocal calls
+        calls += 1
+        if calls > _MAX_CALLS:
+            raise RuntimeError(f"next_logits was called {_MAX_CALLS} times: does your loop stop "
+                               "after max_steps new tokens?")
+        t = np.asarray(tokens, dtype=float).astype(int).ravel() % len(table)
+        logits = table[t]
+        return logits if position is None else logits + position[np.arange(len(t)) % len(position)]
+    return next_logits
+
+
+def _greedy(choose=lambda logits: int(logits[-1].argmax()), steps=lambda n: n,
+            feed=lambda tokens: tokens, stop=True, keep_eos=True, keep_bos=True):
+    """Greedy decoding with one of its parts replaced (the mistakes' models)."""
+    def decode(next_logits, bos_id, eos_id, max_steps):
+        tokens = [bos_id]
+        for _ in range(steps(max_steps)):
+            token = choose(next_logits(feed(tokens)))
+            if stop and token == eos_id:
+                tokens += [token] if keep_eos else []
+                break
+            tokens.append(token)
+        return tokens if keep_bos else tokens[1:]
+    return decode
+
+
+_V = 6  # the counting model: the next token is the last one plus 1 (mod 6)
+_COUNTING = -((np.arange(_V)[None, :] - np.arange(_V)[:, None] - 1) % _V).astype(float)
+_TABLE = (_rng.normal(size=(7, 7)), _rng.normal(size=(12, 7)))  # 7 tokens, 12 positions
+
+
+def _greedy_case(label, model, bos_id, eos_id, max_steps):
+    """A case whose next_logits is built afresh for every call (its call counter starts at 0)."""
+    return Case(label, make=lambda: ((_toy_model(*model), bos_id, eos_id, max_steps), {}))
+
+
+GREEDY_DECODE = Exercise(
+    key="06.2", name="greedy_decode", reference=greedy_decode,
+    see="06 §4 · Generating: greedy decoding",
+    cases=(
+        _greedy_case("the counting model (next token = last + 1 mod 6), bos 0, eos 4, max_steps "
+                     "10: eos is the 4th new token (by hand: [0, 1, 2, 3, 4])",
+                     (_COUNTING,), 0, 4, 10),
+        _greedy_case("the counting model, bos 0, eos 4, max_steps 3: eos does not come in time "
+                     "(by hand: [0, 1, 2, 3])", (_COUNTING,), 0, 4, 3),
+        _greedy_case("a table model over 7 tokens (logits = table[token] + a position term), "
+                     "bos 6, eos 2, max_steps 8: eos is the 5th new token", _TABLE, 6, 2, 8),
+        _greedy_case("the same model, bos 0, eos 1, max_steps 5: eos does not come in time (it "
+                     "would be the 8th new token)", _TABLE, 0, 1, 5),
+        _greedy_case("the same model, bos 5, eos 1, max_steps 4: eos is the 4th new token, the "
+                     "last one allowed", _TABLE, 5, 1, 4),
+        _greedy_case("the same model, bos 2, eos 6, max_steps 5: eos is the first new token",
+                     _TABLE, 2, 6, 5),
+    ),
+    mistakes=(
+        Mistake("greedy-first-position",
+                "the next token is the argmax of the first position's logits (logits[0]); it is "
+                "the newest position's, logits[-1]",
+                "06 §4 · Generating: greedy decoding",
+                _greedy(choose=lambda logits: int(logits[0].argmax()))),
+        Mistake("greedy-wrong-axis",
+                "logits[:, -1].argmax() takes the last vocabulary entry's column and returns a "
+                "position; the next token is logits[-1].argmax() (logits is (len(tokens), vocab), "
+                "no batch axis)",
+                "06 §4 · Generating: greedy decoding",
+                _greedy(choose=lambda logits: int(logits[:, -1].argmax()))),
+        Mistake("greedy-flat-argmax",
+                "np.argmax(logits) without an axis is an index into the flattened "
+                "(len(tokens) x vocab) array, not a token id; take logits[-1].argmax()",
+                "06 §4 · Generating: greedy decoding",
+                _greedy(choose=lambda logits: int(np.argmax(logits)))),
+        Mistake("greedy-max-not-argmax",
+                "the appended token is the largest logit's value (max), not its index (argmax)",
+                "06 §4 · Generating: greedy decoding",
+                _greedy(choose=lambda logits: logits[-1].max())),
+        Mistake("greedy-feeds-newest-token-only",
+                "next_logits gets only the newest token; it takes the whole prefix (BOS and "
+                "every token so far)",
+                "06 §4 · Generating: greedy decoding",
+                _greedy(feed=lambda tokens: tokens[-1:])),
+        Mistake("greedy-no-eos-stop",
+                "decoding does not stop at eos_id: it always runs max_steps steps",
+                "06 §4 · Generating: greedy decoding", _greedy(stop=False)),
+        Mistake("greedy-ignores-max-steps",
+                "decoding stops only at eos_id, so when eos_id comes late more than max_steps "
+                "new tokens come back; stop also after max_steps new tokens",
+                "06 §4 · Generating: greedy decoding",
+                _greedy(steps=lambda n: _MAX_CALLS)),
+        Mistake("greedy-eos-dropped",
+                "decoding stops at eos_id but leaves it out; the returned tokens end with it",
+                "06 §4 · Generating: greedy decoding", _greedy(keep_eos=False)),
+        Mistake("greedy-bos-dropped",
+                "the returned tokens leave out bos_id; they start with it",
+                "06 §4 · Generating: greedy decoding", _greedy(keep_bos=False)),
+        Mistake("greedy-one-step-too-many",
+                "max_steps + 1 tokens are generated when eos_id does not come; at most "
+                "max_steps new tokens (1 + max_steps with BOS)",
+                "06 §4 · Generating: greedy decoding", _greedy(steps=lambda n: n + 1)),
+        Mistake("greedy-one-step-too-few",
+                "max_steps - 1 tokens are generated when eos_id does not come (max_steps counted "
+                "with BOS?); max_steps counts the new tokens, so up to 1 + max_steps in all",
+                "06 §4 · Generating: greedy decoding", _greedy(steps=lambda n: n - 1)),
+    ),
+)
+
+EXERCISES = (DECODER_BLOCK, GREEDY_DECODE)

@@ -1,0 +1,167 @@
+"""Exercises of notebook 03: the sinusoidal table, and embeddings plus positions."""
+
+import numpy as np
+
+from helpers.checks.core import Case, Exercise, Mistake
+from helpers.transformer import positional_encoding
+
+_rng = np.random.default_rng(103)  # the cases are the same on every run and every machine
+
+# ── 03.1 · positional_encoding ────────────────────────────────────────────────────────────────
+
+
+def _angles(positions, d_model, exponent):  # (T, d_model/2): pos / 10000^exponent, one per pair
+    return positions[:, None] / 10000.0 ** exponent
+
+
+def _interleave(sin, cos):
+    PE = np.empty((sin.shape[0], 2 * sin.shape[1]))
+    PE[:, 0::2], PE[:, 1::2] = sin, cos
+    return PE
+
+
+def _pe(T, d_model, exponent=None, start=0):  # the right layout, with a chosen exponent or start
+    exponent = np.arange(0, d_model, 2) / d_model if exponent is None else exponent
+    angles = _angles(np.arange(start, start + T), d_model, exponent)
+    return _interleave(np.sin(angles), np.cos(angles))
+
+
+def _pe_halves(T, d_model):
+    angles = _angles(np.arange(T), d_model, np.arange(0, d_model, 2) / d_model)
+    return np.concatenate([np.sin(angles), np.cos(angles)], axis=-1)
+
+
+def _pe_swapped(T, d_model):
+    angles = _angles(np.arange(T), d_model, np.arange(0, d_model, 2) / d_model)
+    return _interleave(np.cos(angles), np.sin(angles))
+
+
+def _pe_column_index(T, d_model):  # column j uses 10000^(j / d_model): the cos of a pair is off
+    j = np.arange(d_model)
+    angles = np.arange(T)[:, None] / 10000.0 ** (j / d_model)
+    return np.where(j % 2 == 0, np.sin(angles), np.cos(angles))
+
+
+def _pe_inverted(T, d_model):  # pos * 10000^(2i/d) instead of pos / 10000^(2i/d)
+    return _pe(T, d_model, exponent=-np.arange(0, d_model, 2) / d_model)
+
+
+PE_TABLE = Exercise(
+    key="03.1", name="positional_encoding", reference=positional_encoding,
+    see="03 §2 · The sinusoidal encoding",
+    cases=(
+        Case("T = 3, d_model = 4 (by hand: PE[0] = [0 1 0 1], PE[2] = [sin 2, cos 2, sin 0.02, "
+             "cos 0.02] = [0.9093 -0.4161 0.0200 0.9998])", (3, 4)),
+        Case("T = 6, d_model = 8", (6, 8)),
+        Case("T = 5, d_model = 10 (an odd number of pairs)", (5, 10)),
+        Case("T = 50, d_model = 64 (notebook 03's table)", (50, 64)),
+    ),
+    mistakes=(
+        Mistake("pe-sin-cos-in-halves",
+                "all the sines come first, then all the cosines ([sin | cos]); the paper "
+                "interleaves them: column 2i is a sine, column 2i + 1 the cosine of the same angle",
+                "03 §3 · The wavelengths", _pe_halves),
+        Mistake("pe-exponent-i-over-d",
+                "the exponent is i / d_model with the pair index i; it is 2i / d_model, so "
+                "ω_i = 1 / 10000^(2i / d_model)",
+                "03 §2 · The sinusoidal encoding",
+                lambda T, d_model: _pe(T, d_model, exponent=np.arange(d_model // 2) / d_model)),
+        Mistake("pe-exponent-4i-over-d",
+                "the exponent is 2 · (2i) / d_model: np.arange(0, d_model, 2) already gives 2i, "
+                "and it was doubled again, so ω_i = 1 / 10000^(4i / d_model)",
+                "03 §2 · The sinusoidal encoding",
+                lambda T, d_model: _pe(T, d_model,
+                                       exponent=2 * np.arange(0, d_model, 2) / d_model)),
+        Mistake("pe-exponent-column-index",
+                "the exponent is j / d_model with the column index j, so the sine and the cosine "
+                "of a pair turn at different speeds; both use 2i / d_model, i = j // 2",
+                "03 §5 · A shift by k positions is a rotation", _pe_column_index),
+        Mistake("pe-sin-cos-swapped",
+                "the cosine is in the even columns and the sine in the odd ones; PE[pos, 2i] = "
+                "sin, PE[pos, 2i + 1] = cos, so PE[0] = [0 1 0 1 ...]",
+                "03 §2 · The sinusoidal encoding", _pe_swapped),
+        Mistake("pe-positions-from-1",
+                "the positions are counted from 1; they run 0 .. T - 1, so PE[0] = [0 1 0 1 ...]",
+                "03 §2 · The sinusoidal encoding", lambda T, d_model: _pe(T, d_model, start=1)),
+        Mistake("pe-frequency-inverted",
+                "the angle is pos · 10000^(2i / d_model); it is pos / 10000^(2i / d_model), "
+                "so that the pairs turn more and more slowly",
+                "03 §2 · The sinusoidal encoding", _pe_inverted),
+    ),
+)
+
+# ── 03.2 · embed ──────────────────────────────────────────────────────────────────────────────
+
+
+def _embed(tokens, table, PE, *, scale=None, pe_scale=1.0, by_token=False):
+    T, d_model = tokens.shape[-1], table.shape[-1]
+    scale = np.sqrt(d_model) if scale is None else scale
+    pe = PE[tokens] if by_token else PE[:T]
+    return table[tokens] * scale + pe * pe_scale
+
+
+def _concatenated(tokens, table, PE):
+    x = table[tokens] * np.sqrt(table.shape[-1])
+    return np.concatenate([x, np.broadcast_to(PE[:tokens.shape[-1]], x.shape)], axis=-1)
+
+
+def _embed_case(label, lead, T, vocab, d_model, T_max):
+    tokens = _rng.integers(0, vocab, size=(*lead, T))
+    table = _rng.normal(0, 1 / np.sqrt(d_model), (vocab, d_model))
+    return Case(label, (tokens, table, positional_encoding(T_max, d_model)))
+
+
+EMBED = Exercise(
+    key="03.2", name="embed", reference=_embed,
+    see="03 §4 · Back to \"cat eats fish\"",
+    cases=(
+        Case("tokens [0 2 1], table 0.5·[[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 1]], PE of 5 "
+             "positions, d_model = 4 (by hand: row 0 = [1 0 0 0] + PE[0] = [1 1 0 1])",
+             (np.array([0, 2, 1]), 0.5 * np.array([[1.0, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 1]]),
+              positional_encoding(5, 4))),
+        _embed_case("a batch of 2 sequences of 5 tokens, vocabulary 10, d_model = 8, PE of 12 "
+                    "positions", (2,), 5, 10, 8, 12),
+        _embed_case("6 tokens, vocabulary 5 (tokens repeat), d_model = 6, PE of exactly 6 "
+                    "positions", (), 6, 5, 6, 6),
+        _embed_case("a batch of 3 sequences of 4 tokens, vocabulary 7, d_model = 16, PE of 20 "
+                    "positions", (3,), 4, 7, 16, 20),
+    ),
+    mistakes=(
+        Mistake("emb-pe-concatenated",
+                "PE is concatenated to the embeddings, [token | PE] of width 2·d_model; the "
+                "paper adds it, keeping the width d_model",
+                "03 §7 · Added or concatenated?", _concatenated),
+        Mistake("emb-not-scaled",
+                "the embeddings are not multiplied by √d_model, so PE[pos] (norm √(d_model/2)) "
+                "drowns the token vector",
+                "03 §6 · Why the embeddings are multiplied by √d_model",
+                lambda tokens, table, PE: _embed(tokens, table, PE, scale=1.0)),
+        Mistake("emb-scaled-by-d_model",
+                "the embeddings are multiplied by d_model, not by √d_model",
+                "03 §6 · Why the embeddings are multiplied by √d_model",
+                lambda tokens, table, PE: _embed(tokens, table, PE, scale=table.shape[-1])),
+        Mistake("emb-divided-by-sqrt-d_model",
+                "the embeddings are divided by √d_model instead of multiplied",
+                "03 §6 · Why the embeddings are multiplied by √d_model",
+                lambda tokens, table, PE: _embed(tokens, table, PE,
+                                                 scale=1 / np.sqrt(table.shape[-1]))),
+        Mistake("emb-scaled-by-sqrt-vocab",
+                "the factor is √(number of rows of the table), the vocabulary size (len(table)); "
+                "it is √d_model, the table's last axis",
+                "03 §6 · Why the embeddings are multiplied by √d_model",
+                lambda tokens, table, PE: _embed(tokens, table, PE, scale=np.sqrt(len(table)))),
+        Mistake("emb-pe-scaled-too",
+                "the sum (embedding + PE) is multiplied by √d_model; only the embedding is: "
+                "√d_model · E[token] + PE[pos]",
+                "03 §4 · Back to \"cat eats fish\"",
+                lambda tokens, table, PE: _embed(tokens, table, PE,
+                                                 pe_scale=np.sqrt(table.shape[-1]))),
+        Mistake("emb-pe-indexed-by-token",
+                "PE is indexed by the token ids (PE[tokens]); it is indexed by the position: "
+                "the token at position t gets PE[t], PE[:T] for the whole sequence",
+                "03 §4 · Back to \"cat eats fish\"",
+                lambda tokens, table, PE: _embed(tokens, table, PE, by_token=True)),
+    ),
+)
+
+EXERCISES = (PE_TABLE, EMBED)

@@ -1,0 +1,310 @@
+"""Exercises of notebook 07: softmax and LayerNorm backward, the warm-up schedule, Adam."""
+
+import numpy as np
+
+from helpers.checks.core import Case, Exercise, Mistake
+from helpers.training import Adam, lrate, softmax_backward
+from helpers.transformer import LayerNorm, NormCache, softmax
+
+_rng = np.random.default_rng(107)  # the cases are the same on every run and every machine
+
+# ── 07.1 · softmax backward ───────────────────────────────────────────────────────────────────
+
+_SM = "07 §2 · Softmax and attention"
+
+
+def _sm_case(label, shape, blocked=None):
+    scores = _rng.normal(size=shape)
+    if blocked is not None:
+        scores = np.where(blocked, -np.inf, scores)
+    return Case(label, (softmax(scores), _rng.normal(size=shape)))
+
+
+SOFTMAX_BACKWARD = Exercise(
+    key="07.1", name="softmax_backward", reference=softmax_backward, see=_SM,
+    cases=(
+        Case("p = [[0.5, 0.25, 0.25]], d_p = [[1, 0, 0]] (by hand: [[0.25, -0.125, -0.125]])",
+             (np.array([[0.5, 0.25, 0.25]]), np.array([[1.0, 0.0, 0.0]]))),
+        _sm_case("self-attention weights (4, 4), d_p random", (4, 4)),
+        _sm_case("causal weights (4, 4): the blocked keys have p = 0", (4, 4),
+                 blocked=np.triu(np.ones((4, 4), dtype=bool), k=1)),
+        _sm_case("a batch of 3, weights (3, 3, 3)", (3, 3, 3)),
+    ),
+    mistakes=(
+        Mistake("softmax-backward-no-correction-term",
+                "d_x = p * d_p: the term -p·(p·d_p) is missing (each p_i depends on every x_j, "
+                "through the sum of the softmax)", _SM,
+                lambda p, d_p: p * d_p),
+        Mistake("softmax-backward-diagonal-only",
+                "only the Jacobian's diagonal is used, d_x = p(1 - p) d_p: the off-diagonal "
+                "entries -p_i p_j are missing", _SM,
+                lambda p, d_p: p * (1 - p) * d_p),
+        Mistake("softmax-backward-sum-over-axis-0",
+                "the sum Σ_j d_p_j p_j runs over axis 0 (down the columns of a 2-D array, "
+                "across the batch of a 3-D one): it must run along each row, over the last axis "
+                "(the keys, along which the softmax ran)", _SM,
+                lambda p, d_p: p * (d_p - np.sum(d_p * p, axis=0, keepdims=True))),
+        Mistake("softmax-backward-axis-1-hard-coded",
+                "the sum runs over axis=1, which is the last axis only of a 2-D array: with a "
+                "batch, (batch, queries, keys), it sums over the queries; axis=-1 is the last "
+                "axis whatever the shape", _SM,
+                lambda p, d_p: p * (d_p - np.sum(d_p * p, axis=1, keepdims=True))),
+        Mistake("softmax-backward-no-keepdims",
+                "the row sums are taken without keepdims=True, so row i's sum is subtracted "
+                "in column i (it broadcasts along the wrong axis)", _SM,
+                lambda p, d_p: p * (d_p - np.sum(d_p * p, axis=-1))),
+        Mistake("softmax-backward-sum-over-everything",
+                "the sum Σ_j d_p_j p_j runs over the whole array, not over each row", _SM,
+                lambda p, d_p: p * (d_p - np.sum(d_p * p))),
+        Mistake("softmax-backward-outer-p-missing",
+                "d_x = d_p - Σ_j d_p_j p_j: the result is not multiplied by p (so a blocked key, "
+                "p = 0, gets a gradient)", _SM,
+                lambda p, d_p: d_p - np.sum(d_p * p, axis=-1, keepdims=True)),
+    ),
+)
+
+# ── 07.2 · LayerNorm backward ─────────────────────────────────────────────────────────────────
+
+_LN = "07 §4 · LayerNorm, the feed-forward network, dropout and the residual connections"
+
+
+def _layer_norm_backward(d_out, x_hat, std, gamma):
+    """The library's LayerNorm.backward, on a LayerNorm holding this gamma and this cache."""
+    norm = LayerNorm(x_hat.shape[-1])
+    norm.gamma[...] = gamma
+    norm.cache = NormCache(x_hat, std)
+    d_x, grads = norm.backward(d_out)
+    return d_x, grads["gamma"], grads["beta"]
+
+
+def _ln_parts(d_out, x_hat, gamma):  # right d_gamma and d_beta, for the mistakes of d_x
+    rows = d_out.reshape(-1, d_out.shape[-1])
+    return (rows * x_hat.reshape(rows.shape)).sum(axis=0), rows.sum(axis=0)
+
+
+def _ln_model(mean_g=True, mean_gx=True, use_gamma=True, reduce=np.mean, axis=-1):
+    def model(d_out, x_hat, std, gamma):
+        g = d_out * gamma if use_gamma else d_out
+        d_x = g - (reduce(g, axis=axis, keepdims=True) if mean_g else 0)
+        d_x = d_x - (x_hat * reduce(g * x_hat, axis=axis, keepdims=True) if mean_gx else 0)
+        return (d_x / std, *_ln_parts(d_out, x_hat, gamma))
+    return model
+
+
+def _ln_params(d_gamma, d_beta):
+    def model(d_out, x_hat, std, gamma):
+        return _layer_norm_backward(d_out, x_hat, std, gamma)[0], d_gamma(d_out, x_hat), \
+            d_beta(d_out)
+    return model
+
+
+def _ln_case(label, lead, d_model):
+    norm = LayerNorm(d_model)
+    norm.gamma += _rng.normal(0, 0.5, d_model)  # gamma far from ones, so forgetting it shows
+    norm.forward(_rng.normal(size=(*lead, d_model)) * 2 + 1)
+    return Case(label, (_rng.normal(size=(*lead, d_model)), *norm.cache, norm.gamma.copy()))
+
+
+LAYER_NORM_BACKWARD = Exercise(
+    key="07.2", name="layer_norm_backward", reference=_layer_norm_backward, see=_LN,
+    outputs=("d_x", "d_gamma", "d_beta"),
+    cases=(
+        Case("x_hat = [[-1, -1, 1, 1]], std = [[1]], gamma = 1, d_out = [[1, 0, 0, 0]] "
+             "(by hand: d_x = [[0.5, -0.5, 0, 0]])",
+             (np.array([[1.0, 0.0, 0.0, 0.0]]), np.array([[-1.0, -1.0, 1.0, 1.0]]),
+              np.array([[1.0]]), np.ones(4))),
+        _ln_case("3 positions, d_model = 8, gamma and std not 1", (3,), 8),
+        _ln_case("a batch of 2 sequences of 4 positions, d_model = 6", (2, 4), 6),
+    ),
+    mistakes=(
+        Mistake("ln-backward-no-mean-terms",
+                "d_x = d_out * gamma / std: the mean and the standard deviation are treated as "
+                "constants, but they move when x moves (both mean terms are missing)", _LN,
+                _ln_model(mean_g=False, mean_gx=False)),
+        Mistake("ln-backward-no-mean-g-term",
+                "the term -mean(g) is missing (the gradient that flows through the mean), "
+                "g = d_out * gamma", _LN, _ln_model(mean_g=False)),
+        Mistake("ln-backward-no-x_hat-term",
+                "the term -x_hat · mean(g · x_hat) is missing (the gradient that flows through "
+                "the standard deviation), g = d_out * gamma", _LN, _ln_model(mean_gx=False)),
+        Mistake("ln-backward-gamma-forgotten",
+                "d_x uses g = d_out, not g = d_out * gamma: the gradient must pass back through "
+                "the scale gamma first", _LN, _ln_model(use_gamma=False)),
+        Mistake("ln-backward-sum-not-mean",
+                "the two correction terms use sums over the features, not means (the 1/d_model "
+                "is missing)", _LN, _ln_model(reduce=np.sum)),
+        Mistake("ln-backward-means-over-axis-0",
+                "the two means run over axis 0, across the positions: they must run over each "
+                "position's features (the last axis), where LayerNorm took its mean and "
+                "variance", _LN, _ln_model(axis=0)),
+        Mistake("ln-backward-means-axis-1-hard-coded",
+                "the two means run over axis=1, the features only of a 2-D array: with a batch, "
+                "(batch, positions, d_model), they average over the positions; axis=-1 is the "
+                "features whatever the shape", _LN, _ln_model(axis=1)),
+        Mistake("ln-backward-d_gamma-without-x_hat",
+                "d_gamma is the sum of d_out, like d_beta: it must be the sum of d_out * x_hat "
+                "(y = gamma * x_hat + beta)", _LN,
+                _ln_params(lambda d_out, x_hat: d_out.reshape(-1, d_out.shape[-1]).sum(axis=0),
+                           lambda d_out: d_out.reshape(-1, d_out.shape[-1]).sum(axis=0))),
+        Mistake("ln-backward-params-summed-over-axis-0",
+                "d_gamma and d_beta are summed over axis 0 only: with a batch axis they must "
+                "be summed over every position (all axes but the last), shape (d_model,)", _LN,
+                _ln_params(lambda d_out, x_hat: (d_out * x_hat).sum(axis=0),
+                           lambda d_out: d_out.sum(axis=0))),
+    ),
+)
+
+# ── 07.3 · the warm-up schedule ───────────────────────────────────────────────────────────────
+
+_LR = "07 §9 · Adam, the warm-up schedule, and two additions"
+
+
+def _lrate(step, d_model, warmup):
+    return lrate(step, d_model, warmup)
+
+
+def _lr(step, d_model, warmup, *, p_model=-0.5, p_step=-0.5, p_warmup=-1.5, pick=np.minimum):
+    step = np.asarray(step, dtype=float)
+    return d_model**p_model * pick(step**p_step, step * warmup**p_warmup)
+
+
+LRATE = Exercise(
+    key="07.3", name="lrate", reference=_lrate, see=_LR,
+    cases=(
+        Case("step = [1, 4, 16], d_model = 16, warmup = 4 (by hand: [0.03125, 0.125, 0.0625])",
+             (np.array([1, 4, 16]), 16, 4)),
+        Case("step 1 of the paper's run (a scalar), d_model = 512, warmup = 4000", (1, 512, 4000)),
+        Case("the paper's peak, step = warmup = 4000", (4000, 512, 4000)),
+        Case("steps 1 to 600, d_model = 32, warmup = 100", (np.arange(1, 601), 32, 100)),
+        Case("step 20000, long after the warm-up", (20000, 512, 4000)),
+    ),
+    mistakes=(
+        Mistake("lrate-warmup-power-1",
+                "the warm-up branch is step / warmup (warmup^-1), not step · warmup^-1.5: the "
+                "two branches no longer meet at step = warmup", _LR,
+                lambda step, d_model, warmup: _lr(step, d_model, warmup, p_warmup=-1.0)),
+        Mistake("lrate-no-d_model-factor",
+                "the factor d_model^-0.5 is missing", _LR,
+                lambda step, d_model, warmup: _lr(step, d_model, warmup, p_model=0.0)),
+        Mistake("lrate-max-not-min",
+                "max instead of min: the rate must follow the smaller branch, rising during the "
+                "warm-up and decaying after it", _LR,
+                lambda step, d_model, warmup: _lr(step, d_model, warmup, pick=np.maximum)),
+        Mistake("lrate-one-step-ahead",
+                "the schedule is one step ahead, lrate(step) gives the paper's rate for step + 1 "
+                "(step counted from 0); here step counts from 1", _LR,
+                lambda step, d_model, warmup: lrate(np.asarray(step) + 1, d_model, warmup)),
+        Mistake("lrate-power-precedence",
+                "x ** -1/2 is (x ** -1) / 2 in Python, not x ** -0.5 (and x ** -3/2 is "
+                "(x ** -3) / 2): write the powers as -0.5 and -1.5", _LR,
+                lambda step, d_model, warmup: (d_model**-1 / 2) * np.minimum(
+                    np.asarray(step, dtype=float)**-1 / 2, step * warmup**-3 / 2)),
+    ),
+)
+
+# ── 07.4 · one Adam step ──────────────────────────────────────────────────────────────────────
+
+_ADAM = "07 §9 · Adam, the warm-up schedule, and two additions"
+
+
+def _adam_step(p, g, m, v, t, lr, beta1=0.9, beta2=0.98, eps=1e-9):
+    """The library's Adam, one step from state (m, v) at step t - 1; returns new (p, m, v)."""
+    p = np.array(p, dtype=np.float64)  # a copy: Adam updates it in place
+    adam = Adam({"p": p}, beta1=beta1, beta2=beta2, eps=eps)
+    adam.m["p"][...], adam.v["p"][...], adam.t = m, v, t - 1
+    adam.step({"p": g}, lr)
+    return p, adam.m["p"], adam.v["p"]
+
+
+def _adam(p, g, m, v, t, lr, beta1=0.9, beta2=0.98, eps=1e-9, *, square=True, t1=0, t2=0,
+          correct=True, eps_inside=False, root=True, swap=False, new_state=True,
+          efficient=False, use_eps=True):
+    m_new = (beta1 * g + (1 - beta1) * m) if swap else (beta1 * m + (1 - beta1) * g)
+    g2 = g * g if square else g
+    v_new = (beta2 * g2 + (1 - beta2) * v) if swap else (beta2 * v + (1 - beta2) * g2)
+    m_hat = m_new / (1 - beta1**(t + t1)) if correct else m_new
+    v_hat = v_new / (1 - beta2**(t + t2)) if correct else v_new
+    eps = eps if use_eps else 0.0
+    denom = np.sqrt(v_hat + eps) if eps_inside else (np.sqrt(v_hat) if root else v_hat) + eps
+    if efficient:  # Kingma & Ba, end of §2: the corrections folded into the rate, eps on sqrt(v)
+        lr_t = lr * np.sqrt(1 - beta2**t) / (1 - beta1**t)
+        return p - lr_t * m_new / (np.sqrt(v_new) + eps), m_new, v_new
+    return (p - lr * m_hat / denom, m_new, v_new) if new_state else (p - lr * m_hat / denom, m, v)
+
+
+def _adam_case(label, shape, t, lr, scale=1.0, state=True, **kwargs):
+    p, g = _rng.normal(size=shape), _rng.normal(size=shape) * scale
+    m = _rng.normal(size=shape) * 0.1 * scale if state else np.zeros(shape)
+    v = _rng.normal(size=shape)**2 * 0.1 * scale**2 if state else np.zeros(shape)
+    return Case(label, make=lambda: ((p.copy(), g.copy(), m.copy(), v.copy(), t, lr),
+                                     dict(kwargs)))
+
+
+def _adam_mistake(name, says, **how):
+    return Mistake(name, says, _ADAM,
+                   lambda p, g, m, v, t, lr, beta1=0.9, beta2=0.98, eps=1e-9: _adam(
+                       p, g, m, v, t, lr, beta1, beta2, eps, **how))
+
+
+_HAND = (np.array([1.0, -2.0]), np.array([0.5, -1.0]), np.zeros(2), np.zeros(2), 1, 0.1)
+
+ADAM_STEP = Exercise(
+    key="07.4", name="adam_step", reference=_adam_step, see=_ADAM, outputs=("p", "m", "v"),
+    cases=(
+        Case("the first step (t = 1, m = v = 0): p = [1, -2], g = [0.5, -1], lr = 0.1 "
+             "(by hand: p ≈ [0.9, -1.9], m = [0.05, -0.1], v = [0.005, 0.02])",
+             make=lambda: (tuple(np.copy(a) if isinstance(a, np.ndarray) else a for a in _HAND),
+                           {})),
+        _adam_case("step t = 3 from a non-zero state, p of shape (2, 3), lr = 0.001",
+                   (2, 3), 3, 1e-3),
+        _adam_case("the first step with tiny gradients (about 1e-6), where ε matters",
+                   (4,), 1, 1e-2, scale=1e-6, state=False),
+        _adam_case("step t = 2 with beta1 = 0.5, beta2 = 0.9, eps = 1e-8", (3,), 2, 0.05,
+                   beta1=0.5, beta2=0.9, eps=1e-8),
+        _adam_case("step t = 10, p of shape (2, 2), lr = 0.01", (2, 2), 10, 1e-2),
+    ),
+    mistakes=(
+        _adam_mistake("adam-no-bias-correction",
+                      "m and v are used without the bias corrections m / (1 - beta1^t) and "
+                      "v / (1 - beta2^t), so the first steps are far too small or too large",
+                      correct=False),
+        _adam_mistake("adam-eps-inside-sqrt",
+                      "ε is added inside the square root, sqrt(v_hat + ε); it is added after it, "
+                      "sqrt(v_hat) + ε", eps_inside=True),
+        _adam_mistake("adam-v-from-g",
+                      "v averages g, not g²: v is the running mean of the squared gradient",
+                      square=False),
+        _adam_mistake("adam-bias-correction-t-minus-1",
+                      "the bias corrections use beta^(t - 1): with t counting from 1 they are "
+                      "1 - beta1^t and 1 - beta2^t (t - 1 divides by 0 at the first step)",
+                      t1=-1, t2=-1),
+        _adam_mistake("adam-bias-correction-t-plus-1",
+                      "the bias corrections use beta^(t + 1), as if t counted from 0; t counts "
+                      "from 1, so they are 1 - beta1^t and 1 - beta2^t", t1=1, t2=1),
+        _adam_mistake("adam-betas-swapped",
+                      "the averages are weighted the wrong way round, m = beta1·g + (1 - beta1)·m: "
+                      "the old average keeps the weight beta1, the new gradient gets 1 - beta1",
+                      swap=True),
+        _adam_mistake("adam-efficient-form",
+                      "this is Kingma & Ba's 'efficient' form, lr·√(1 - beta2^t)/(1 - beta1^t) "
+                      "times m / (√v + ε): it adds ε to √v before the bias correction, not to "
+                      "√v_hat as the task (and the library) do; the two differ when the "
+                      "gradients are tiny", efficient=True),
+        _adam_mistake("adam-no-eps",
+                      "ε is left out: the step divides by √v_hat alone, not by √v_hat + ε (the ε "
+                      "keeps a zero gradient from giving 0 / 0, and it shows when the gradients "
+                      "are tiny)", use_eps=False),
+        _adam_mistake("adam-no-sqrt",
+                      "the step divides by v_hat + ε, not by sqrt(v_hat) + ε", root=False),
+        _adam_mistake("adam-old-state-returned",
+                      "m and v are returned as they came in: return the updated averages (the "
+                      "next step needs them)", new_state=False),
+        Mistake("adam-ignores-beta-arguments",
+                "beta1, beta2 and eps are fixed at 0.9, 0.98 and 1e-9 inside the function: use "
+                "the arguments", _ADAM,
+                lambda p, g, m, v, t, lr, beta1=0.9, beta2=0.98, eps=1e-9: _adam(
+                    p, g, m, v, t, lr)),
+    ),
+)
+
+EXERCISES = (SOFTMAX_BACKWARD, LAYER_NORM_BACKWARD, LRATE, ADAM_STEP)

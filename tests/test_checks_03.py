@@ -1,0 +1,169 @@
+"""Notebook 03's exercises got wrong the way learners get them wrong: one function per mistake.
+
+Written independently of helpers/checks/positions.py (its models of the same mistakes): double
+loops over positions and columns with `math`, np.outer, other spellings. tests/test_checks.py
+asserts that the checker names exactly the mistake each one makes; the tests at the end check the
+hand cases by `math` and one message word for word.
+"""
+
+import math
+
+import numpy as np
+
+from helpers import checks
+
+# ── 03.1 · positional_encoding ────────────────────────────────────────────────────────────────
+
+
+def _table(T, d_model, value):
+    """PE[pos, j] = value(pos, j), one entry at a time: the plainest way to write a table."""
+    return np.array([[value(pos, j) for j in range(d_model)] for pos in range(T)], dtype=float)
+
+
+def pe_sin_cos_in_halves(T, d_model):
+    half = d_model // 2
+    freqs = 1.0 / 10000 ** (2 * np.arange(half) / d_model)
+    angles = np.outer(np.arange(T), freqs)
+    return np.hstack([np.sin(angles), np.cos(angles)])  # [sin ... sin | cos ... cos]
+
+
+def pe_exponent_i_over_d(T, d_model):
+    def value(pos, j):
+        i = j // 2
+        angle = pos / 10000 ** (i / d_model)  # forgot the 2 of 2i
+        return math.sin(angle) if j % 2 == 0 else math.cos(angle)
+    return _table(T, d_model, value)
+
+
+def pe_exponent_4i_over_d(T, d_model):
+    i = np.arange(0, d_model, 2)  # named i, but it already holds 2i
+    angles = np.outer(np.arange(T), 1.0 / 10000 ** (2 * i / d_model))
+    PE = np.zeros((T, d_model))
+    PE[:, 0::2], PE[:, 1::2] = np.sin(angles), np.cos(angles)
+    return PE
+
+
+def pe_exponent_column_index(T, d_model):
+    def value(pos, j):
+        angle = pos / 10000 ** (j / d_model)  # j itself, not 2 * (j // 2)
+        return math.sin(angle) if j % 2 == 0 else math.cos(angle)
+    return _table(T, d_model, value)
+
+
+def pe_sin_cos_swapped(T, d_model):
+    def value(pos, j):
+        angle = pos / 10000 ** (2 * (j // 2) / d_model)
+        return math.cos(angle) if j % 2 == 0 else math.sin(angle)
+    return _table(T, d_model, value)
+
+
+def pe_positions_from_1(T, d_model):
+    positions = np.arange(1, T + 1)[:, None]  # "the first word is word 1"
+    angles = positions * np.exp(-np.log(10000.0) * np.arange(0, d_model, 2) / d_model)
+    PE = np.zeros((T, d_model))
+    PE[:, ::2], PE[:, 1::2] = np.sin(angles), np.cos(angles)
+    return PE
+
+
+def pe_frequency_inverted(T, d_model):
+    def value(pos, j):
+        angle = pos * 10000 ** (2 * (j // 2) / d_model)  # times, not divided by
+        return math.sin(angle) if j % 2 == 0 else math.cos(angle)
+    return _table(T, d_model, value)
+
+
+# ── 03.2 · embed ──────────────────────────────────────────────────────────────────────────────
+
+
+def _lookup(tokens, table):
+    return np.take(table, tokens, axis=0)  # (..., T, d_model)
+
+
+def _positions(tokens, PE):
+    return PE[np.arange(tokens.shape[-1])]  # (T, d_model), broadcast over any batch
+
+
+def emb_pe_concatenated(tokens, table, PE):
+    x = _lookup(tokens, table) * math.sqrt(table.shape[1])
+    pe = np.broadcast_to(_positions(tokens, PE), x.shape)
+    return np.concatenate((x, pe), axis=x.ndim - 1)  # [token | PE]
+
+
+def emb_not_scaled(tokens, table, PE):
+    return _lookup(tokens, table) + _positions(tokens, PE)
+
+
+def emb_scaled_by_d_model(tokens, table, PE):
+    d_model = table.shape[1]
+    return d_model * _lookup(tokens, table) + _positions(tokens, PE)
+
+
+def emb_divided_by_sqrt_d_model(tokens, table, PE):
+    return _lookup(tokens, table) / math.sqrt(table.shape[1]) + _positions(tokens, PE)
+
+
+def emb_scaled_by_sqrt_vocab(tokens, table, PE):
+    d_model = len(table)  # the number of rows: the vocabulary, not the width
+    return _lookup(tokens, table) * d_model**0.5 + _positions(tokens, PE)
+
+
+def emb_pe_scaled_too(tokens, table, PE):
+    return (_lookup(tokens, table) + _positions(tokens, PE)) * math.sqrt(table.shape[1])
+
+
+def emb_pe_indexed_by_token(tokens, table, PE):
+    return _lookup(tokens, table) * math.sqrt(table.shape[1]) + np.take(PE, tokens, axis=0)
+
+
+WRONG = {
+    "pe-sin-cos-in-halves": pe_sin_cos_in_halves,
+    "pe-exponent-i-over-d": pe_exponent_i_over_d,
+    "pe-exponent-4i-over-d": pe_exponent_4i_over_d,
+    "pe-exponent-column-index": pe_exponent_column_index,
+    "pe-sin-cos-swapped": pe_sin_cos_swapped,
+    "pe-positions-from-1": pe_positions_from_1,
+    "pe-frequency-inverted": pe_frequency_inverted,
+    "emb-pe-concatenated": emb_pe_concatenated,
+    "emb-not-scaled": emb_not_scaled,
+    "emb-scaled-by-d_model": emb_scaled_by_d_model,
+    "emb-divided-by-sqrt-d_model": emb_divided_by_sqrt_d_model,
+    "emb-scaled-by-sqrt-vocab": emb_scaled_by_sqrt_vocab,
+    "emb-pe-scaled-too": emb_pe_scaled_too,
+    "emb-pe-indexed-by-token": emb_pe_indexed_by_token,
+}
+
+
+# ── what is special here ──────────────────────────────────────────────────────────────────────
+
+
+def test_the_hand_cases_are_what_their_labels_say():
+    pe, embed = checks.exercise("03.1"), checks.exercise("03.2")
+    table = pe.reference(*pe.cases[0].args)  # T = 3, d_model = 4
+    assert np.array_equal(table[0], [0, 1, 0, 1])
+    by_hand = [math.sin(2), math.cos(2), math.sin(0.02), math.cos(0.02)]
+    assert np.allclose(table[2], by_hand, rtol=0, atol=1e-15)
+    assert np.allclose(np.round(by_hand, 4), [0.9093, -0.4161, 0.0200, 0.9998], rtol=0, atol=1e-12)
+    x = embed.reference(*embed.cases[0].args)
+    assert np.array_equal(x[0], [1, 1, 0, 1])
+
+
+def test_a_learner_who_reads_the_formula_as_a_double_loop_passes():
+    def positional_encoding(T, d_model):
+        return _table(T, d_model, lambda pos, j: (math.sin if j % 2 == 0 else math.cos)(
+            pos / 10000 ** (2 * (j // 2) / d_model)))
+
+    assert checks.check(positional_encoding)
+
+
+def test_the_message_for_halves_quoted():
+    message = checks.check(pe_sin_cos_in_halves, "03.1").message
+    assert message.startswith(
+        "✗ 03.1 positional_encoding: all the sines come first, then all the cosines "
+        "([sin | cos]); the paper interleaves them: column 2i is a sine, column 2i + 1 the "
+        "cosine of the same angle\n"
+        "  case: T = 3, d_model = 4 (by hand: PE[0] = [0 1 0 1], PE[2] = [sin 2, cos 2, sin 0.02, "
+        "cos 0.02] = [0.9093 -0.4161 0.0200 0.9998])\n"
+        "  expected result[0]: [0 1 0 1]\n"
+        "  got      result[0]: [0 0 1 1]\n"
+        "  Your result equals this mistake's on all 4 cases [pe-sin-cos-in-halves]. "
+        "See 03 §3 · The wavelengths."), message

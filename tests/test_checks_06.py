@@ -1,0 +1,329 @@
+"""Notebook 06's exercises got wrong the way learners get them wrong: one function per mistake.
+
+Written independently of helpers/checks/decoder.py (its models of the same mistakes): a list of
+sub-layers, other names, loops. tests/test_checks.py asserts that the checker names exactly the
+mistake each one makes. The tests at the end check what is special here: the hand case, the
+reference against the library's DecoderBlock, and the greedy cases' claims.
+"""
+
+import numpy as np
+
+from helpers import checks
+
+# ── 06.1 · the decoder block ──────────────────────────────────────────────────────────────────
+
+
+def _add_norm(x, sublayer, norm):
+    return norm(x + sublayer(x))
+
+
+def cross_kv_from_decoder(y, memory, self_attn, cross_attn, feed_forward, norm1, norm2, norm3,
+                          tgt_mask, src_mask):
+    x = _add_norm(y, lambda t: self_attn(t, t, t, tgt_mask), norm1)
+    x = _add_norm(x, lambda t: cross_attn(t, t, t, src_mask), norm2)  # "attention over x again"
+    return _add_norm(x, feed_forward, norm3)
+
+
+def cross_query_from_memory(y, memory, self_attn, cross_attn, feed_forward, norm1, norm2, norm3,
+                            tgt_mask, src_mask):
+    h = norm1(y + self_attn(y, y, y, tgt_mask))
+    c = cross_attn(query=memory, key=h, value=h, mask=src_mask)  # memory asks, the decoder answers
+    h = norm2(h + c)
+    return norm3(h + feed_forward(h))
+
+
+def cross_values_from_decoder(y, memory, self_attn, cross_attn, feed_forward, norm1, norm2, norm3,
+                              tgt_mask, src_mask):
+    h = norm1(y + self_attn(y, y, y, tgt_mask))
+    h = norm2(h + cross_attn(h, memory, h, src_mask))
+    return norm3(h + feed_forward(h))
+
+
+def self_no_causal_mask(y, memory, self_attn, cross_attn, feed_forward, norm1, norm2, norm3,
+                        tgt_mask, src_mask):
+    h = norm1(y + self_attn(y, y, y))  # the mask forgotten
+    h = norm2(h + cross_attn(h, memory, memory, src_mask))
+    return norm3(h + feed_forward(h))
+
+
+def cross_causal_mask(y, memory, self_attn, cross_attn, feed_forward, norm1, norm2, norm3,
+                      tgt_mask, src_mask):
+    mask = tgt_mask  # "the decoder's mask", for both attentions
+    h = norm1(y + self_attn(y, y, y, mask))
+    h = norm2(h + cross_attn(h, memory, memory, mask))
+    return norm3(h + feed_forward(h))
+
+
+def masks_swapped(y, memory, self_attn, cross_attn, feed_forward, norm1, norm2, norm3,
+                  tgt_mask, src_mask):
+    masks = [src_mask, tgt_mask]
+    h = y
+    for attn, kv, mask, norm in zip([self_attn, cross_attn], [None, memory], masks, [norm1, norm2]):
+        source = h if kv is None else kv
+        h = norm(h + attn(h, source, source, mask))
+    return norm3(h + feed_forward(h))
+
+
+def cross_no_mask(y, memory, self_attn, cross_attn, feed_forward, norm1, norm2, norm3,
+                  tgt_mask, src_mask):
+    h = norm1(y + self_attn(y, y, y, tgt_mask))
+    h = norm2(h + cross_attn(h, memory, memory))
+    return norm3(h + feed_forward(h))
+
+
+def cross_before_self(y, memory, self_attn, cross_attn, feed_forward, norm1, norm2, norm3,
+                      tgt_mask, src_mask):
+    h = norm2(y + cross_attn(y, memory, memory, src_mask))
+    h = norm1(h + self_attn(h, h, h, tgt_mask))
+    return norm3(h + feed_forward(h))
+
+
+def cross_uses_self_attn(y, memory, self_attn, cross_attn, feed_forward, norm1, norm2, norm3,
+                         tgt_mask, src_mask):
+    attend = self_attn  # one attention for both sub-layers
+    h = norm1(y + attend(y, y, y, tgt_mask))
+    h = norm2(h + attend(h, memory, memory, src_mask))
+    return norm3(h + feed_forward(h))
+
+
+def cross_reads_block_input(y, memory, self_attn, cross_attn, feed_forward, norm1, norm2, norm3,
+                            tgt_mask, src_mask):
+    a = self_attn(y, y, y, tgt_mask)
+    c = cross_attn(y, memory, memory, src_mask)  # both attentions read the block's input
+    h = norm2(norm1(y + a) + c)
+    return norm3(h + feed_forward(h))
+
+
+def one_norm_reused(y, memory, self_attn, cross_attn, feed_forward, norm1, norm2, norm3,
+                    tgt_mask, src_mask):
+    norm = norm1
+    h = norm(y + self_attn(y, y, y, tgt_mask))
+    h = norm(h + cross_attn(h, memory, memory, src_mask))
+    return norm(h + feed_forward(h))
+
+
+def pre_ln(y, memory, self_attn, cross_attn, feed_forward, norm1, norm2, norm3,
+           tgt_mask, src_mask):
+    subs = [lambda t: self_attn(t, t, t, tgt_mask), lambda t: cross_attn(t, memory, memory, src_mask),
+            feed_forward]
+    for sub, norm in zip(subs, [norm1, norm2, norm3]):
+        y = y + sub(norm(y))
+    return y
+
+
+def no_residual(y, memory, self_attn, cross_attn, feed_forward, norm1, norm2, norm3,
+                tgt_mask, src_mask):
+    a = norm1(self_attn(y, y, y, tgt_mask))
+    b = norm2(cross_attn(a, memory, memory, src_mask))
+    return norm3(feed_forward(b))
+
+
+# ── 06.2 · greedy decoding ────────────────────────────────────────────────────────────────────
+
+
+def first_position(next_logits, bos_id, eos_id, max_steps):
+    out = [bos_id]
+    while len(out) <= max_steps:
+        nxt = int(np.argmax(next_logits(out)[0]))
+        out.append(nxt)
+        if nxt == eos_id:
+            break
+    return out
+
+
+def wrong_axis(next_logits, bos_id, eos_id, max_steps):
+    out = [bos_id]
+    for _ in range(max_steps):
+        nxt = next_logits(out).argmax(axis=0)[-1]  # as in notebook 06's (B, T, vocab) [:, -1]
+        out.append(nxt)
+        if nxt == eos_id:
+            break
+    return out
+
+
+def flat_argmax(next_logits, bos_id, eos_id, max_steps):
+    out = [bos_id]
+    for _ in range(max_steps):
+        out.append(np.argmax(next_logits(out)))
+        if out[-1] == eos_id:
+            break
+    return out
+
+
+def max_not_argmax(next_logits, bos_id, eos_id, max_steps):
+    out = [bos_id]
+    for _ in range(max_steps):
+        out.append(np.max(next_logits(out)[-1]))
+        if out[-1] == eos_id:
+            break
+    return out
+
+
+def feeds_newest_token_only(next_logits, bos_id, eos_id, max_steps):
+    out = [bos_id]
+    for _ in range(max_steps):
+        out.append(int(next_logits([out[-1]])[-1].argmax()))  # "the model only needs the last one"
+        if out[-1] == eos_id:
+            break
+    return out
+
+
+def no_eos_stop(next_logits, bos_id, eos_id, max_steps):
+    out = [bos_id]
+    for _ in range(max_steps):
+        out.append(int(next_logits(out)[-1].argmax()))
+    return out
+
+
+def ignores_max_steps(next_logits, bos_id, eos_id, max_steps):
+    tokens = [bos_id]
+    while tokens[-1] != eos_id:  # "the model says when it is done"
+        tokens.append(int(next_logits(tokens)[-1].argmax()))
+    return tokens
+
+
+def eos_dropped(next_logits, bos_id, eos_id, max_steps):
+    out = [bos_id]
+    for _ in range(max_steps):
+        nxt = int(next_logits(out)[-1].argmax())
+        if nxt == eos_id:
+            break
+        out.append(nxt)
+    return out
+
+
+def bos_dropped(next_logits, bos_id, eos_id, max_steps):
+    prefix, generated = [bos_id], []
+    while len(generated) < max_steps:
+        nxt = int(next_logits(prefix + generated)[-1].argmax())
+        generated.append(nxt)
+        if nxt == eos_id:
+            break
+    return generated
+
+
+def one_step_too_many(next_logits, bos_id, eos_id, max_steps):
+    out = [bos_id]
+    step = 0
+    while step <= max_steps:
+        out.append(int(next_logits(out)[-1].argmax()))
+        step += 1
+        if out[-1] == eos_id:
+            break
+    return out
+
+
+def one_step_too_few(next_logits, bos_id, eos_id, max_steps):
+    out = [bos_id]
+    while len(out) < max_steps and out[-1] != eos_id:  # the length counted with BOS
+        out.append(int(next_logits(out)[-1].argmax()))
+    return out
+
+
+WRONG = {
+    "decoder-cross-kv-from-decoder": cross_kv_from_decoder,
+    "decoder-cross-query-from-memory": cross_query_from_memory,
+    "decoder-cross-values-from-decoder": cross_values_from_decoder,
+    "decoder-self-no-causal-mask": self_no_causal_mask,
+    "decoder-cross-causal-mask": cross_causal_mask,
+    "decoder-masks-swapped": masks_swapped,
+    "decoder-cross-no-mask": cross_no_mask,
+    "decoder-cross-before-self": cross_before_self,
+    "decoder-cross-uses-self-attn": cross_uses_self_attn,
+    "decoder-cross-reads-block-input": cross_reads_block_input,
+    "decoder-one-norm-reused": one_norm_reused,
+    "decoder-pre-ln": pre_ln,
+    "decoder-no-residual": no_residual,
+    "greedy-first-position": first_position,
+    "greedy-wrong-axis": wrong_axis,
+    "greedy-flat-argmax": flat_argmax,
+    "greedy-max-not-argmax": max_not_argmax,
+    "greedy-feeds-newest-token-only": feeds_newest_token_only,
+    "greedy-no-eos-stop": no_eos_stop,
+    "greedy-ignores-max-steps": ignores_max_steps,
+    "greedy-eos-dropped": eos_dropped,
+    "greedy-bos-dropped": bos_dropped,
+    "greedy-one-step-too-many": one_step_too_many,
+    "greedy-one-step-too-few": one_step_too_few,
+}
+
+
+# ── what is special about these two exercises ─────────────────────────────────────────────────
+
+
+def test_the_hand_case_of_the_decoder_block_gives_48_and_57():
+    ex = checks.exercise("06.1")
+    args, _ = ex.cases[0].arguments()
+    np.testing.assert_array_equal(ex.reference(*args), [[[48.0], [57.0]]])
+
+
+def test_the_reference_decoder_block_is_the_library_block_also_when_S_differs_from_T():
+    from helpers.transformer import DecoderBlock, causal_mask, padding_mask
+
+    rng = np.random.default_rng(0)
+    block = DecoderBlock(16, 4, 32, rng)
+    for norm in (block.norm1, block.norm2, block.norm3):
+        norm.gamma, norm.beta = rng.normal(size=16), rng.normal(size=16)
+    y, memory = rng.normal(size=(2, 5, 16)), rng.normal(size=(2, 7, 16))
+    src_mask = padding_mask([7, 4], 7)
+    expected = block.forward(y, memory, causal_mask(5), src_mask)
+    got = checks.exercise("06.1").reference(
+        y, memory, block.self_attn.forward, block.cross_attn.forward, block.ffn.forward,
+        block.norm1.forward, block.norm2.forward, block.norm3.forward, causal_mask(5), src_mask)
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
+
+
+def test_the_greedy_cases_do_what_their_labels_say():
+    ex = checks.exercise("06.2")
+    results = [ex.reference(*c.arguments()[0]) for c in ex.cases]
+    assert results[:2] == [[0, 1, 2, 3, 4], [0, 1, 2, 3]]  # the two "by hand" cases
+    for case, tokens in zip(ex.cases, results):
+        model, bos, eos, max_steps = case.arguments()[0]
+        assert tokens[0] == bos and len(tokens) <= 1 + max_steps
+        assert eos not in tokens[1:-1]
+        if "does not come in time" in case.label:
+            assert eos not in tokens and len(tokens) == 1 + max_steps, case.label
+            if "would be the 8th" in case.label:  # later than max_steps + 1: told apart from
+                # greedy-one-step-too-many, and it comes, so a loop that ignores max_steps stops
+                later = ex.reference(model, bos, eos, 50)
+                assert later[-1] == eos and len(later) == 1 + 8 and max_steps + 1 < 8
+        else:
+            nth = {"first": 1, "4th": 4, "5th": 5}[case.label.split("eos is the ")[1].split()[0]]
+            assert tokens[-1] == eos and len(tokens) == 1 + nth, case.label
+        if "the last one allowed" in case.label:
+            assert len(tokens) == 1 + max_steps
+
+
+def test_a_diagnosis_as_the_learner_reads_it():
+    result = checks.check(cross_kv_from_decoder, "06.1")
+    assert result.message.startswith(
+        "✗ 06.1 decoder_block: the cross-attention takes its keys and values from the decoder "
+        "state y; they come from the encoder's output: cross_attn(y, memory, memory, src_mask)\n"
+        "  case: toy sub-layers, by hand")
+    assert result.message.endswith("[decoder-cross-kv-from-decoder]. See 06 §1 · The decoder block.")
+    result = checks.check(no_eos_stop, "06.2")
+    assert "case: the counting model" in result.message  # the case shows what was expected
+    assert "by hand: [0, 1, 2, 3, 4]" in result.message and "(11,)" in result.message
+
+
+def test_a_loop_that_never_stops_is_stopped_by_the_toy_model_and_told_why():
+    def never_stops(next_logits, bos_id, eos_id, max_steps):
+        tokens = [bos_id]
+        while tokens[-1] != eos_id:  # ignores max_steps, and the first row never leads to EOS
+            tokens.append(int(next_logits(tokens)[0].argmax()))
+        return tokens
+
+    result = checks.check(never_stops, "06.2")
+    assert result.status == "error"
+    assert ("raised RuntimeError: next_logits was called 100 times: does your loop stop after "
+            "max_steps new tokens?") in result.message
+    assert "tokens.append(int(next_logits(tokens)[0].argmax()))" in result.message  # your line
+
+
+def test_every_call_gets_a_fresh_next_logits_so_the_calls_are_counted_per_call():
+    ex = checks.exercise("06.2")
+    for _ in range(3):  # the reference, run again and again, never reaches the bound
+        for case in ex.cases:
+            ex.reference(*case.arguments()[0])
+    first, second = ex.cases[0].arguments()[0][0], ex.cases[0].arguments()[0][0]
+    assert first is not second

@@ -1,0 +1,343 @@
+"""Notebook 07's exercises got wrong the way learners get them wrong: one function per mistake.
+
+Written independently of helpers/checks/training.py (its models of the same mistakes): loops,
+explicit Jacobians, other spellings, another order of operations. tests/test_checks.py asserts
+that the checker names exactly the mistake each one makes.
+"""
+
+import numpy as np
+
+from helpers import checks
+
+# ── 07.1 · softmax backward ───────────────────────────────────────────────────────────────────
+
+
+def _rows(p):  # every row index of an array whose last axis is the softmax's
+    return list(np.ndindex(p.shape[:-1]))
+
+
+def softmax_backward_no_correction_term(p, d_p):
+    return np.multiply(d_p, p)  # "the derivative of exp is exp"
+
+
+def softmax_backward_diagonal_only(p, d_p):
+    d_x = np.empty_like(p)
+    for r in _rows(p):
+        jacobian_diagonal = p[r] - p[r] ** 2  # dp_i/dx_i, and nothing else
+        d_x[r] = jacobian_diagonal * d_p[r]
+    return d_x
+
+
+def softmax_backward_sum_over_axis_0(p, d_p):
+    total = np.add.reduce(d_p * p, axis=0)  # "sum over the keys": the first axis, wrongly
+    return p * d_p - p * total
+
+
+def softmax_backward_axis_1_hard_coded(p, d_p):
+    row_sums = np.expand_dims((d_p * p).sum(axis=1), 1)  # "axis 1 is the keys"
+    return p * (d_p - row_sums)
+
+
+def softmax_backward_no_keepdims(p, d_p):
+    dot = np.einsum("...j,...j->...", d_p, p)  # one number per row, shape (...,)
+    return p * d_p - p * dot
+
+
+def softmax_backward_sum_over_everything(p, d_p):
+    return p * (d_p - (d_p * p).sum())
+
+
+def softmax_backward_outer_p_missing(p, d_p):
+    d_x = np.empty_like(p)
+    for r in _rows(p):
+        d_x[r] = d_p[r] - np.dot(d_p[r], p[r])
+    return d_x
+
+
+# ── 07.2 · LayerNorm backward ─────────────────────────────────────────────────────────────────
+
+
+def _params(d_out, x_hat):
+    axes = tuple(range(d_out.ndim - 1))
+    return np.sum(d_out * x_hat, axis=axes), np.sum(d_out, axis=axes)
+
+
+def ln_backward_no_mean_terms(d_out, x_hat, std, gamma):
+    return (gamma * d_out / std, *_params(d_out, x_hat))  # "d x_hat / d x = 1 / std"
+
+
+def ln_backward_no_mean_g_term(d_out, x_hat, std, gamma):
+    n = x_hat.shape[-1]
+    g = gamma * d_out
+    proj = np.sum(g * x_hat, axis=-1, keepdims=True) / n
+    return ((g - proj * x_hat) / std, *_params(d_out, x_hat))
+
+
+def ln_backward_no_x_hat_term(d_out, x_hat, std, gamma):
+    g = gamma * d_out
+    centred = g - np.mean(g, axis=-1)[..., None]
+    return (centred / std, *_params(d_out, x_hat))
+
+
+def ln_backward_gamma_forgotten(d_out, x_hat, std, gamma):
+    n = d_out.shape[-1]
+    a = d_out.sum(-1, keepdims=True)
+    b = (d_out * x_hat).sum(-1, keepdims=True)
+    return ((n * d_out - a - x_hat * b) / (n * std), *_params(d_out, x_hat))
+
+
+def ln_backward_sum_not_mean(d_out, x_hat, std, gamma):
+    g = d_out * gamma
+    d_x = (g - g.sum(-1, keepdims=True) - x_hat * (g * x_hat).sum(-1, keepdims=True)) / std
+    return (d_x, *_params(d_out, x_hat))
+
+
+def ln_backward_means_over_axis_0(d_out, x_hat, std, gamma):
+    g = gamma * d_out
+    n = g.shape[0]  # "the mean over the rows"
+    mean_g = g.sum(axis=0, keepdims=True) / n
+    mean_gx = (g * x_hat).sum(axis=0, keepdims=True) / n
+    return ((g - mean_g - x_hat * mean_gx) / std, *_params(d_out, x_hat))
+
+
+def ln_backward_means_axis_1_hard_coded(d_out, x_hat, std, gamma):
+    g = d_out * gamma
+    d_x = g - np.average(g, axis=1)[:, None] - x_hat * np.average(g * x_hat, axis=1)[:, None]
+    return (d_x / std, *_params(d_out, x_hat))
+
+
+def _good_d_x(d_out, x_hat, std, gamma):  # a right d_x, written as the Jacobian, row by row
+    n = x_hat.shape[-1]
+    d_x = np.empty_like(d_out)
+    for r in np.ndindex(d_out.shape[:-1]):
+        jac = (np.eye(n) - 1 / n - np.outer(x_hat[r], x_hat[r]) / n) / std[r]  # dx_hat / dx
+        d_x[r] = jac.T @ (gamma * d_out[r])
+    return d_x
+
+
+def ln_backward_d_gamma_without_x_hat(d_out, x_hat, std, gamma):
+    d_beta = d_out.reshape(-1, d_out.shape[-1]).sum(0)
+    return _good_d_x(d_out, x_hat, std, gamma), d_beta.copy(), d_beta
+
+
+def ln_backward_params_summed_over_axis_0(d_out, x_hat, std, gamma):
+    d_gamma = np.sum(x_hat * d_out, axis=0)
+    d_beta = np.sum(d_out, axis=0)
+    return _good_d_x(d_out, x_hat, std, gamma), d_gamma, d_beta
+
+
+# ── 07.3 · the warm-up schedule ───────────────────────────────────────────────────────────────
+
+
+def lrate_warmup_power_1(step, d_model, warmup):
+    step = np.asarray(step, dtype=float)
+    return np.minimum(1 / np.sqrt(step), step / warmup) / np.sqrt(d_model)
+
+
+def lrate_no_d_model_factor(step, d_model, warmup):
+    step = np.asarray(step, dtype=float)
+    return np.minimum(step ** -0.5, step * warmup ** -1.5)
+
+
+def lrate_max_not_min(step, d_model, warmup):
+    step = np.asarray(step, dtype=float)
+    return np.fmax(step ** -0.5, step / warmup ** 1.5) / np.sqrt(d_model)
+
+
+def lrate_one_step_ahead(step, d_model, warmup):
+    s = np.asarray(step, dtype=float) + 1  # "step 0 is the first step"
+    return d_model ** -0.5 * np.minimum(s ** -0.5, s * warmup ** -1.5)
+
+
+def lrate_power_precedence(step, d_model, warmup):
+    step = np.asarray(step, dtype=float)
+    return d_model ** -1/2 * np.minimum(step ** -1/2, step * warmup ** -3/2)
+
+
+# ── 07.4 · one Adam step ──────────────────────────────────────────────────────────────────────
+
+
+def adam_no_bias_correction(p, g, m, v, t, lr, beta1=0.9, beta2=0.98, eps=1e-9):
+    m = beta1 * m + (1 - beta1) * g
+    v = beta2 * v + (1 - beta2) * g ** 2
+    return p - lr * m / (np.sqrt(v) + eps), m, v
+
+
+def adam_eps_inside_sqrt(p, g, m, v, t, lr, beta1=0.9, beta2=0.98, eps=1e-9):
+    m = m * beta1 + g * (1 - beta1)
+    v = v * beta2 + np.square(g) * (1 - beta2)
+    m_hat, v_hat = m / (1 - beta1 ** t), v / (1 - beta2 ** t)
+    return p - lr * m_hat / np.sqrt(v_hat + eps), m, v
+
+
+def adam_v_from_g(p, g, m, v, t, lr, beta1=0.9, beta2=0.98, eps=1e-9):
+    m_new = beta1 * m + (1 - beta1) * g
+    v_new = beta2 * v + (1 - beta2) * g
+    step = (m_new / (1 - beta1 ** t)) / (np.sqrt(v_new / (1 - beta2 ** t)) + eps)
+    return p - lr * step, m_new, v_new
+
+
+def adam_bias_correction_t_minus_1(p, g, m, v, t, lr, beta1=0.9, beta2=0.98, eps=1e-9):
+    m = beta1 * m + (1 - beta1) * g
+    v = beta2 * v + (1 - beta2) * g * g
+    k = t - 1
+    return p - lr * (m / (1 - beta1 ** k)) / (np.sqrt(v / (1 - beta2 ** k)) + eps), m, v
+
+
+def adam_bias_correction_t_plus_1(p, g, m, v, t, lr, beta1=0.9, beta2=0.98, eps=1e-9):
+    m = beta1 * m + (1 - beta1) * g
+    v = beta2 * v + (1 - beta2) * g * g
+    m_hat = m / (1 - np.power(beta1, t + 1))  # "t counts from 0"
+    v_hat = v / (1 - np.power(beta2, t + 1))
+    return p - lr * m_hat / (v_hat ** 0.5 + eps), m, v
+
+
+def adam_betas_swapped(p, g, m, v, t, lr, beta1=0.9, beta2=0.98, eps=1e-9):
+    m = (1 - beta1) * m + beta1 * g
+    v = (1 - beta2) * v + beta2 * g * g
+    return p - lr * (m / (1 - beta1 ** t)) / (np.sqrt(v / (1 - beta2 ** t)) + eps), m, v
+
+
+def adam_efficient_form(p, g, m, v, t, lr, beta1=0.9, beta2=0.98, eps=1e-9):
+    m = beta1 * m + (1 - beta1) * g
+    v = beta2 * v + (1 - beta2) * g * g
+    step_size = lr * (1 - beta2 ** t) ** 0.5 / (1 - beta1 ** t)  # Kingma & Ba's last line
+    return p - step_size * m / (v ** 0.5 + eps), m, v
+
+
+def adam_no_eps(p, g, m, v, t, lr, beta1=0.9, beta2=0.98, eps=1e-9):
+    m = beta1 * m + (1 - beta1) * g
+    v = beta2 * v + (1 - beta2) * np.square(g)
+    return p - lr * (m / (1 - beta1 ** t)) / np.sqrt(v / (1 - beta2 ** t)), m, v
+
+
+def adam_no_sqrt(p, g, m, v, t, lr, beta1=0.9, beta2=0.98, eps=1e-9):
+    m = beta1 * m + (1 - beta1) * g
+    v = beta2 * v + (1 - beta2) * g * g
+    return p - lr * (m / (1 - beta1 ** t)) / (v / (1 - beta2 ** t) + eps), m, v
+
+
+def adam_old_state_returned(p, g, m, v, t, lr, beta1=0.9, beta2=0.98, eps=1e-9):
+    m_t = beta1 * m + (1 - beta1) * g
+    v_t = beta2 * v + (1 - beta2) * g * g
+    p_t = p - lr * (m_t / (1 - beta1 ** t)) / (np.sqrt(v_t / (1 - beta2 ** t)) + eps)
+    return p_t, m, v
+
+
+def adam_ignores_beta_arguments(p, g, m, v, t, lr, beta1=0.9, beta2=0.98, eps=1e-9):
+    b1, b2, e = 0.9, 0.98, 1e-9  # the paper's values, always
+    m = b1 * m + (1 - b1) * g
+    v = b2 * v + (1 - b2) * g * g
+    return p - lr * (m / (1 - b1 ** t)) / (np.sqrt(v / (1 - b2 ** t)) + e), m, v
+
+
+WRONG = {
+    "softmax-backward-no-correction-term": softmax_backward_no_correction_term,
+    "softmax-backward-diagonal-only": softmax_backward_diagonal_only,
+    "softmax-backward-sum-over-axis-0": softmax_backward_sum_over_axis_0,
+    "softmax-backward-axis-1-hard-coded": softmax_backward_axis_1_hard_coded,
+    "softmax-backward-no-keepdims": softmax_backward_no_keepdims,
+    "softmax-backward-sum-over-everything": softmax_backward_sum_over_everything,
+    "softmax-backward-outer-p-missing": softmax_backward_outer_p_missing,
+    "ln-backward-no-mean-terms": ln_backward_no_mean_terms,
+    "ln-backward-no-mean-g-term": ln_backward_no_mean_g_term,
+    "ln-backward-no-x_hat-term": ln_backward_no_x_hat_term,
+    "ln-backward-gamma-forgotten": ln_backward_gamma_forgotten,
+    "ln-backward-sum-not-mean": ln_backward_sum_not_mean,
+    "ln-backward-means-over-axis-0": ln_backward_means_over_axis_0,
+    "ln-backward-means-axis-1-hard-coded": ln_backward_means_axis_1_hard_coded,
+    "ln-backward-d_gamma-without-x_hat": ln_backward_d_gamma_without_x_hat,
+    "ln-backward-params-summed-over-axis-0": ln_backward_params_summed_over_axis_0,
+    "lrate-warmup-power-1": lrate_warmup_power_1,
+    "lrate-no-d_model-factor": lrate_no_d_model_factor,
+    "lrate-max-not-min": lrate_max_not_min,
+    "lrate-one-step-ahead": lrate_one_step_ahead,
+    "lrate-power-precedence": lrate_power_precedence,
+    "adam-no-bias-correction": adam_no_bias_correction,
+    "adam-eps-inside-sqrt": adam_eps_inside_sqrt,
+    "adam-v-from-g": adam_v_from_g,
+    "adam-bias-correction-t-minus-1": adam_bias_correction_t_minus_1,
+    "adam-bias-correction-t-plus-1": adam_bias_correction_t_plus_1,
+    "adam-betas-swapped": adam_betas_swapped,
+    "adam-efficient-form": adam_efficient_form,
+    "adam-no-eps": adam_no_eps,
+    "adam-no-sqrt": adam_no_sqrt,
+    "adam-old-state-returned": adam_old_state_returned,
+    "adam-ignores-beta-arguments": adam_ignores_beta_arguments,
+}
+
+
+# ── what is special about 07 ──────────────────────────────────────────────────────────────────
+
+
+def test_the_hand_cases_are_what_the_tasks_say():
+    ex = checks.CATALOGUE
+    args = ex["07.1"].cases[0].arguments()[0]
+    np.testing.assert_allclose(ex["07.1"].reference(*args), [[0.25, -0.125, -0.125]])
+    d_x, d_gamma, d_beta = ex["07.2"].reference(*ex["07.2"].cases[0].arguments()[0])
+    np.testing.assert_allclose(d_x, [[0.5, -0.5, 0.0, 0.0]], atol=1e-15)
+    np.testing.assert_allclose(d_gamma, [-1.0, 0.0, 0.0, 0.0])
+    np.testing.assert_allclose(d_beta, [1.0, 0.0, 0.0, 0.0])
+    np.testing.assert_allclose(ex["07.3"].reference(*ex["07.3"].cases[0].arguments()[0]),
+                               [1 / 32, 1 / 8, 1 / 16], rtol=1e-15)
+    p, m, v = ex["07.4"].reference(*ex["07.4"].cases[0].arguments()[0])
+    np.testing.assert_allclose(p, [0.9, -1.9], rtol=1e-8)
+    np.testing.assert_allclose(m, [0.05, -0.1], rtol=1e-12)
+    np.testing.assert_allclose(v, [0.005, 0.02], rtol=1e-12)
+
+
+def test_the_layer_norm_reference_is_the_gradient_of_layer_norm():
+    from helpers.training import gradient_check
+    from helpers.transformer import LayerNorm
+
+    rng = np.random.default_rng(0)
+    norm = LayerNorm(5)
+    norm.gamma += rng.normal(0, 0.5, 5)
+    x, G = rng.normal(size=(2, 3, 5)), rng.normal(size=(2, 3, 5))
+    norm.forward(x)
+    d_x, d_gamma, d_beta = checks.exercise("layer_norm_backward").reference(
+        G, *norm.cache, norm.gamma)
+    params = {"x": x, "gamma": norm.gamma, "beta": norm.beta}
+    _, errors = gradient_check(lambda: float(np.sum(G * norm.forward(x))), params,
+                               {"x": d_x, "gamma": d_gamma, "beta": d_beta})
+    assert max(errors.values()) < 1e-7, errors
+
+
+def test_a_state_changing_adam_step_is_checked_on_fresh_arrays():
+    def adam_step(p, g, m, v, t, lr, beta1=0.9, beta2=0.98, eps=1e-9):  # in place, like Adam
+        m *= beta1
+        m += (1 - beta1) * g
+        v *= beta2
+        v += (1 - beta2) * g * g
+        p -= lr * (m / (1 - beta1**t)) / (np.sqrt(v / (1 - beta2**t)) + eps)
+        return p, m, v
+
+    assert checks.check(adam_step), checks.check(adam_step).message
+    assert checks.check(adam_step)  # a second run sees the same, unmodified cases
+
+
+def test_the_no_keepdims_diagnosis_reads_like_this():
+    result = checks.check(softmax_backward_no_keepdims, "07.1")
+    assert result.message.startswith(
+        "✗ 07.1 softmax_backward: the row sums are taken without keepdims=True, so row i's sum "
+        "is subtracted in column i (it broadcasts along the wrong axis)\n"
+        "  case: self-attention weights (4, 4), d_p random\n")
+    assert result.message.endswith("[softmax-backward-no-keepdims]. See 07 §2 · Softmax and "
+                                   "attention.")
+
+
+def test_axis_1_hard_coded_is_caught_by_the_batch_case_only():
+    # right on every 2-D case: only the (3, 3, 3) batch tells axis=1 from axis=-1
+    result = checks.check(softmax_backward_axis_1_hard_coded, "07.1")
+    assert result.mistakes == ("softmax-backward-axis-1-hard-coded",)
+    assert "  case: a batch of 3, weights (3, 3, 3)\n" in result.message
+
+
+def test_the_efficient_form_of_adam_differs_only_where_eps_matters():
+    from helpers.checks.core import same
+
+    ex = checks.CATALOGUE["07.4"]
+    for case in ex.cases:
+        (args, kwargs), (args2, kwargs2) = case.arguments(), case.arguments()
+        agree = same(ex.reference(*args, **kwargs), adam_efficient_form(*args2, **kwargs2))
+        assert agree == ("tiny gradients" not in case.label), case.label

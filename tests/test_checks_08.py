@@ -1,0 +1,230 @@
+"""Notebook 08's exercises got wrong the way learners get them wrong: one function per mistake.
+
+Written independently of helpers/checks/cost.py (its models of the same mistakes): counts built
+term by term, loops over the batch and over the queries, other spellings. tests/test_checks.py
+asserts that the checker names exactly the mistake each one makes.
+"""
+
+import numpy as np
+
+from helpers import checks
+from helpers.transformer import scaled_dot_product_attention
+
+# ── 08.1 · attention_flops ────────────────────────────────────────────────────────────────────
+
+
+def _layer_macs(B, n, d_model, h, *, projections=4, products=2, score_n=None):
+    """Multiply-adds of one layer, term by term as a learner would list them."""
+    d_k = d_model // h
+    proj = projections * (B * n * d_model * d_model)  # x @ W: (B n, d) by (d, d)
+    scores = B * h * n * (n if score_n is None else score_n) * d_k  # h heads of width d_k
+    return proj + products * scores
+
+
+def flops_counts_multiply_adds(B, n, d_model, h):
+    return _layer_macs(B, n, d_model, h)  # forgot the factor 2
+
+
+def flops_no_projections(B, n, d_model, h):
+    return 2 * _layer_macs(B, n, d_model, h, projections=0)
+
+
+def flops_three_projections(B, n, d_model, h):
+    q = k = v = 2 * B * n * d_model * d_model  # W^Q, W^K, W^V ... and W^O forgotten
+    return q + k + v + 2 * 2 * B * n * n * d_model
+
+
+def flops_one_n_by_n_product(B, n, d_model, h):
+    return 2 * _layer_macs(B, n, d_model, h, products=1)
+
+
+def flops_n_not_n_squared(B, n, d_model, h):
+    return 2 * _layer_macs(B, n, d_model, h, score_n=1)
+
+
+def flops_n_and_d_swapped(B, n, d_model, h):
+    return 2 * (4 * B * d_model * n * n + 2 * B * d_model * d_model * n)
+
+
+def flops_times_heads(B, n, d_model, h):
+    one_head = 2 * 2 * B * n * n * d_model  # Q K^T and weights V, at the full width
+    return 2 * 4 * B * n * d_model**2 + h * one_head
+
+
+def flops_one_head_only(B, n, d_model, h):
+    d_k = d_model / h
+    return int(2 * (4 * B * n * d_model**2) + 2 * 2 * n * n * d_k * B)
+
+
+def flops_no_batch(B, n, d_model, h):
+    return 2 * _layer_macs(1, n, d_model, h)
+
+
+# ── 08.2 · score_matrix_bytes ─────────────────────────────────────────────────────────────────
+
+
+def mem_no_heads(B, h, n, dtype):
+    return np.zeros((1, 1), dtype=dtype).itemsize * n**2 * B
+
+
+def mem_no_batch(B, h, n, dtype):
+    return h * n**2 * np.dtype(dtype).itemsize
+
+
+def mem_n_not_n_squared(B, h, n, dtype):
+    return B * h * n * np.dtype(dtype).itemsize
+
+
+def mem_bits_not_bytes(B, h, n, dtype):
+    return B * h * n * n * np.finfo(dtype).bits
+
+
+def mem_always_4_bytes(B, h, n, dtype):
+    return B * h * n * n * 4  # "a float is 4 bytes"
+
+
+# ── 08.3 · online_attention ───────────────────────────────────────────────────────────────────
+
+
+def _one_query(q, K, V, block_size, mistake=None):
+    """One query at a time, with Python scalars for the running max and sum."""
+    d_k = len(q)
+    m = 0.0 if mistake == "max-at-zero" else -np.inf
+    total, out = 0.0, np.zeros(V.shape[-1])
+    n_blocks = len(K) // block_size if mistake == "drop" else -(-len(K) // block_size)
+    for b in range(n_blocks):
+        keys, values = K[b * block_size:(b + 1) * block_size], V[b * block_size:(b + 1) * block_size]
+        scores = keys @ q if mistake == "no-scale" else keys @ q / np.sqrt(d_k)
+        if mistake == "no-max":
+            total, out = total + np.sum(np.exp(scores)), out + np.exp(scores) @ values
+            continue
+        new_m = max(m, float(np.max(scores)))
+        if mistake == "first-block" and b > 0:
+            new_m = m  # "the first block's maximum will do"
+        e = np.exp((scores - m) if mistake == "old-max" else (scores - new_m))
+        grow = np.exp(new_m - m) if mistake == "inverted" else np.exp(m - new_m)
+        total = (total if mistake in ("sum", "neither") else total * grow) + e.sum()
+        out = (out if mistake in ("output", "neither") else out * grow) + e @ values
+        if mistake != "forget-m":
+            m = new_m
+    return out if mistake == "no-division" else out / total
+
+
+def _online(mistake):
+    def online_attention(Q, K, V, block_size=256):
+        lead = Q.shape[:-2]
+        Qf, Kf = Q.reshape(-1, *Q.shape[-2:]), K.reshape(-1, *K.shape[-2:])
+        Vf = V.reshape(-1, *V.shape[-2:])
+        out = np.stack([np.stack([_one_query(q, Kf[i], Vf[i], block_size, mistake) for q in Qf[i]])
+                        for i in range(len(Qf))])
+        return out.reshape(*lead, *out.shape[-2:])
+
+    return online_attention
+
+
+def online_attention_one_max_for_all(Q, K, V, block_size=256):
+    d_k = Q.shape[-1]
+    big = -np.inf
+    total = np.zeros(Q.shape[:-1] + (1,))
+    acc = np.zeros(Q.shape[:-1] + (V.shape[-1],))
+    for start in range(0, K.shape[-2], block_size):
+        S = np.matmul(Q, np.swapaxes(K[..., start:start + block_size, :], -1, -2)) / d_k**0.5
+        new_big = max(big, S.max())  # one number for the whole block
+        shrink = np.exp(big - new_big)
+        w = np.exp(S - new_big)
+        total = shrink * total + w.sum(-1, keepdims=True)
+        acc = shrink * acc + np.matmul(w, V[..., start:start + block_size, :])
+        big = new_big
+    return acc / total
+
+
+WRONG = {
+    "flops-counts-multiply-adds": flops_counts_multiply_adds,
+    "flops-no-projections": flops_no_projections,
+    "flops-three-projections": flops_three_projections,
+    "flops-one-n-by-n-product": flops_one_n_by_n_product,
+    "flops-n-not-n-squared": flops_n_not_n_squared,
+    "flops-n-and-d-swapped": flops_n_and_d_swapped,
+    "flops-times-heads": flops_times_heads,
+    "flops-one-head-only": flops_one_head_only,
+    "flops-no-batch": flops_no_batch,
+    "mem-no-heads": mem_no_heads,
+    "mem-no-batch": mem_no_batch,
+    "mem-n-not-n-squared": mem_n_not_n_squared,
+    "mem-bits-not-bytes": mem_bits_not_bytes,
+    "mem-always-4-bytes": mem_always_4_bytes,
+    "online-no-rescale": _online("neither"),
+    "online-output-not-rescaled": _online("output"),
+    "online-sum-not-rescaled": _online("sum"),
+    "online-exp-inf-on-first-block": _online("inverted"),
+    "online-no-final-division": _online("no-division"),
+    "online-drops-last-block": _online("drop"),
+    "online-max-never-stored": _online("forget-m"),
+    "online-no-running-max": _online("no-max"),
+    "online-max-from-first-block": _online("first-block"),
+    "online-max-over-all-queries": online_attention_one_max_for_all,
+    "online-max-starts-at-zero": _online("max-at-zero"),
+    "online-no-scaling": _online("no-scale"),
+}
+
+
+# ── what is special here ──────────────────────────────────────────────────────────────────────
+
+
+def test_the_learner_style_online_attention_without_a_mistake_passes():
+    assert checks.check(_online(None), "08.3").status == "passed"
+
+
+def test_the_hand_cases_and_notebook_08s_numbers():
+    flops, memory, online = (checks.CATALOGUE[k] for k in ("08.1", "08.2", "08.3"))
+    assert flops.reference(*flops.cases[0].args) == 320
+    assert flops.reference(8, 1024, 512, 8) == 8 * 8 * 1024 * 512**2 + 4 * 8 * 1024**2 * 512
+    assert memory.reference(*memory.cases[0].args) == 36
+    assert memory.reference(8, 8, 4096, np.float32) == 4_294_967_296  # 08's question 3: 4.3 GB
+    args, kwargs = online.cases[0].arguments()
+    assert np.allclose(online.reference(*args, **kwargs), [[3.0, 4.0]])
+    for case in online.cases:  # every case: online attention equals plain attention
+        args, kwargs = case.arguments()
+        assert np.allclose(online.reference(*args, **kwargs),
+                           scaled_dot_product_attention(*args)[0], rtol=1e-12, atol=1e-12)
+
+
+def test_the_counts_are_checked_exactly():
+    def attention_flops(B, n, d_model, h):
+        return 8 * B * n * d_model**2 + 4 * B * n**2 * d_model + 1  # off by one
+
+    assert checks.check(attention_flops).status == "wrong"
+
+
+def test_the_diagnosis_of_bits_is_quoted_exactly():
+    result = checks.check(mem_bits_not_bytes, "08.2")
+    assert result.message == (
+        "✗ 08.2 score_matrix_bytes: this counts bits: a float32 is 4 bytes (32 bits); use "
+        "np.dtype(dtype).itemsize\n"
+        "  case: B = 1, h = 1, n = 3, float32 (by hand: 36 bytes)\n"
+        "  expected result: 36\n"
+        "  got      result: 288\n"
+        "  Your result equals this mistake's on all 4 cases [mem-bits-not-bytes]. "
+        "See 08 §4 · The n × n matrix: memory.")
+
+
+def test_exp_against_the_old_maximum_is_named_like_the_inverted_rescale():
+    # both take exp(+inf) on the first block and give NaN everywhere: one mistake says both
+    result = checks.check(_online("old-max"), "08.3")
+    assert result.mistakes == ("online-exp-inf-on-first-block",), result.message
+    assert "exp(s - m_new)" in result.message and "exp(m_old - m_new)" in result.message
+
+
+def test_the_solutions_online_attention_keeps_float32():
+    # the memory cell after 08.3 measures float32 inputs: the solution must not turn them into
+    # float64 (notebook 08 §5's trap), or its peak would double
+    from tests.exercises import ROOT, load, parts, solution_code
+
+    nb = load(ROOT / "notebooks" / "exercises" / "08_attention_cost.ipynb")
+    space = {"np": np}
+    exec(solution_code(parts(nb)["08.3"]["solution"]), space)
+    gen = np.random.default_rng(0)
+    Q, K, V = (gen.standard_normal((5, 4)).astype(np.float32) for _ in range(3))
+    out = space["online_attention"](Q, K, V, 2)
+    assert out.dtype == np.float32
+    assert np.allclose(out, scaled_dot_product_attention(Q, K, V)[0], rtol=1e-5, atol=1e-6)
