@@ -390,3 +390,18 @@ def test_a_wrong_result_names_the_learners_earlier_functions_that_fail():
     namespace["softmax"] = softmax  # with a right softmax, the one mistake is named, no note
     result = checks.check(namespace["scaled_dot_product_attention"])
     assert result.mistakes == ("attention-scaled-by-d_k",) and "Note:" not in result.message
+
+
+def test_two_mistakes_the_cases_cannot_tell_apart_are_both_named():
+    from helpers.checks import Case, Exercise, Mistake
+
+    toy = Exercise(  # on positive inputs, |x| and x look the same: the checker must say so
+        key="00.1", name="double", reference=lambda x: 2 * x, see="01 §1 · Queries, keys and values",
+        cases=(Case("x = [1, 2]", (np.array([1.0, 2.0]),)),),
+        mistakes=(Mistake("forgot-to-double", "x is returned as it is", "01 §1", lambda x: x),
+                  Mistake("absolute-value", "|x| instead of 2x", "01 §2", np.abs)))
+    result = run(toy, lambda x: x + 0.0)
+    assert result.status == "ambiguous" and not result
+    assert result.mistakes == ("forgot-to-double", "absolute-value")
+    assert "these cases cannot tell them apart" in result.message
+    assert "- x is returned as it is [forgot-to-double] (see 01 §1.)" in result.message
