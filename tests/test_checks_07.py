@@ -303,7 +303,7 @@ def test_the_layer_norm_reference_is_the_gradient_of_layer_norm():
     assert max(errors.values()) < 1e-7, errors
 
 
-def test_a_state_changing_adam_step_is_checked_on_fresh_arrays():
+def test_an_adam_step_that_changes_its_arrays_in_place_passes():
     def adam_step(p, g, m, v, t, lr, beta1=0.9, beta2=0.98, eps=1e-9):  # in place, like Adam
         m *= beta1
         m += (1 - beta1) * g

@@ -190,8 +190,9 @@ def test_the_hand_cases_and_notebook_08s_numbers():
 
 
 def test_the_counts_are_checked_exactly():
-    def attention_flops(B, n, d_model, h):
-        return 8 * B * n * d_model**2 + 4 * B * n**2 * d_model + 1  # off by one
+    def attention_flops(B, n, d_model, h):  # off by one only on the largest case, where one
+        exact = 8 * B * n * d_model**2 + 4 * B * n**2 * d_model  # is 3e-11 of the count:
+        return exact + (n == 1024)  # far below the default rtol of 1e-6
 
     assert checks.check(attention_flops).status == "wrong"
 

@@ -40,7 +40,6 @@ import io
 import json
 import linecache
 import re
-import sys
 from pathlib import Path
 
 from helpers.checks.attention import EXERCISES as EXERCISES_01
@@ -115,9 +114,10 @@ def _notebook_cells(path: Path) -> tuple[list[str], list[str]]:
     if path.suffix != ".ipynb":
         return [path.read_text(encoding="utf-8")], []
     nb = json.loads(path.read_text(encoding="utf-8"))
-    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"
+            and c.get("metadata", {}).get("exercise", {}).get("part") != "check"]
     keys = [c.get("metadata", {}).get("exercise", {}).get("key") for c in code]
-    return ["".join(c["source"]) for c in code], [k for k in keys if k]
+    return ["".join(c["source"]) for c in code], list(dict.fromkeys(k for k in keys if k))
 
 
 def _namespace(cells: list[str], name: str) -> tuple[dict, list[str]]:
@@ -156,6 +156,7 @@ def grade(path, notebook: str | None = None) -> list[Result]:
     Which exercises: those of `notebook` ("01" or 1) if given; else those the file's cells are
     marked with (an exercise notebook, renamed or not); else those of the number the file name
     starts with ("05_..."); else every exercise of each notebook the file defines a function of.
+    An exercise notebook's own check cells are not run (grading runs each check once).
     A function imported from helpers, not written in the file, is not credited ("missing")."""
     path = Path(path)
     cells, keys = _notebook_cells(path)
@@ -166,12 +167,14 @@ def grade(path, notebook: str | None = None) -> list[Result]:
         numbers = {number}
     elif keys:
         numbers = {key[:2] for key in keys}
-    elif match and _notebook_number(match.group(1)):
+    elif match and any(key.startswith(match.group(1) + ".") for key in CATALOGUE):
         numbers = {match.group(1)}
     else:
         numbers = {ex.key[:2] for ex in CATALOGUE.values() if callable(ns.get(ex.name))}
     results = []
-    for ex in (ex for ex in CATALOGUE.values() if ex.key[:2] in numbers):
+    wanted = [ex for ex in CATALOGUE.values() if ex.key[:2] in numbers
+              and (notebook is not None or not keys or ex.key in keys)]
+    for ex in wanted:
         fn = ns.get(ex.name)
         module = getattr(fn, "__module__", "__learner__")
         if fn is None:
@@ -219,6 +222,3 @@ def main(argv=None) -> int:
         failed += passed < len(results) or not results
     return 1 if failed else 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -10,7 +10,7 @@ _rng = np.random.default_rng(103)  # the cases are the same on every run and eve
 # ── 03.1 · positional_encoding ────────────────────────────────────────────────────────────────
 
 
-def _angles(positions, d_model, exponent):  # (T, d_model/2): pos / 10000^exponent, one per pair
+def _angles(positions, exponent):  # (T, d_model/2): pos / 10000^exponent, one per pair
     return positions[:, None] / 10000.0 ** exponent
 
 
@@ -22,17 +22,17 @@ def _interleave(sin, cos):
 
 def _pe(T, d_model, exponent=None, start=0):  # the right layout, with a chosen exponent or start
     exponent = np.arange(0, d_model, 2) / d_model if exponent is None else exponent
-    angles = _angles(np.arange(start, start + T), d_model, exponent)
+    angles = _angles(np.arange(start, start + T), exponent)
     return _interleave(np.sin(angles), np.cos(angles))
 
 
 def _pe_halves(T, d_model):
-    angles = _angles(np.arange(T), d_model, np.arange(0, d_model, 2) / d_model)
+    angles = _angles(np.arange(T), np.arange(0, d_model, 2) / d_model)
     return np.concatenate([np.sin(angles), np.cos(angles)], axis=-1)
 
 
 def _pe_swapped(T, d_model):
-    angles = _angles(np.arange(T), d_model, np.arange(0, d_model, 2) / d_model)
+    angles = _angles(np.arange(T), np.arange(0, d_model, 2) / d_model)
     return _interleave(np.cos(angles), np.sin(angles))
 
 

@@ -77,7 +77,7 @@ def _layer_norm_backward(d_out, x_hat, std, gamma):
     return d_x, grads["gamma"], grads["beta"]
 
 
-def _ln_parts(d_out, x_hat, gamma):  # right d_gamma and d_beta, for the mistakes of d_x
+def _ln_parts(d_out, x_hat):  # right d_gamma and d_beta, for the mistakes of d_x
     rows = d_out.reshape(-1, d_out.shape[-1])
     return (rows * x_hat.reshape(rows.shape)).sum(axis=0), rows.sum(axis=0)
 
@@ -87,7 +87,7 @@ def _ln_model(mean_g=True, mean_gx=True, use_gamma=True, reduce=np.mean, axis=-1
         g = d_out * gamma if use_gamma else d_out
         d_x = g - (reduce(g, axis=axis, keepdims=True) if mean_g else 0)
         d_x = d_x - (x_hat * reduce(g * x_hat, axis=axis, keepdims=True) if mean_gx else 0)
-        return (d_x / std, *_ln_parts(d_out, x_hat, gamma))
+        return (d_x / std, *_ln_parts(d_out, x_hat))
     return model
 
 
@@ -159,7 +159,7 @@ LAYER_NORM_BACKWARD = Exercise(
 _LR = "07 §9 · Adam, the warm-up schedule, and two additions"
 
 
-def _lrate(step, d_model, warmup):
+def _lrate(step, d_model, warmup):  # the library's, with the exercise's signature (no factor)
     return lrate(step, d_model, warmup)
 
 
