@@ -64,8 +64,11 @@ lab: $(STAMP) $(LAB_OVERRIDES)
 	  "class servers do); JupyterLab starts as root only with --allow-root, so it gets it"; fi
 	$(BIN)/jupyter lab notebooks/ $$([ "$$(id -u)" = 0 ] && echo --allow-root) $(LAB_ARGS)
 
+# One pytest worker per logical CPU, at most 4; a notebook's cells stay together in one worker
+# (--dist loadfile). TEST_WORKERS=0 runs everything in this process.
+TEST_WORKERS ?= logical --maxprocesses 4
 test: $(STAMP) $(LAB_OVERRIDES)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 e2e: $(E2E_STAMP)
 	@test -x $(CHROMIUM) || { echo "no $(CHROMIUM): apt-get install -y chromium fonts-dejavu-core"; exit 1; }

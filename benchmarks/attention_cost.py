@@ -13,6 +13,10 @@ Prints three tables (notebook 08 explains them):
 3. a tanh RNN (hidden 512, batch 8) against one self-attention layer (d_model 512, 8 heads):
    time, floating-point operations and the length of the chain of dependent steps.
 
+4. against PyTorch's fused torch.nn.functional.scaled_dot_product_attention (one thread), when
+   PyTorch is installed (`pip install -r requirements-bench.txt`): the ratio of the times of
+   scaled_dot_product_attention, of the in-place version and of the matrix products alone.
+
 Times are the best of --repeats runs. This is a benchmark that prints figures, not a timed test.
 """
 
@@ -173,6 +177,38 @@ def table_rnn(rng, repeats, lengths, B=8, H=512, n_heads=8):
               f"{'RNN' if t_rnn < t_att else 'attn':>7s}")
 
 
+def table_torch(rng, repeats, shapes):
+    try:
+        import torch
+    except ImportError:
+        print("\n4 · PyTorch is not installed: `.venv/bin/python -m pip install -r "
+              "requirements-bench.txt` adds the comparison with its fused attention")
+        return
+    torch.set_num_threads(1)
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    print(f"\n4 · Against PyTorch {torch.__version__}'s fused scaled_dot_product_attention "
+          f"(float32, one thread, {torch.get_num_threads()} torch thread): best times, ratio = "
+          "NumPy / PyTorch")
+    print(f"   {'shape (B, h, T, d_k)':22s} {'PyTorch ms':>10s} {'ours ms':>8s} {'ratio':>6s} "
+          f"{'in-place ms':>11s} {'ratio':>6s} {'2 matmuls ms':>12s} {'ratio':>6s}")
+    for shape in shapes:
+        Q, K, V = (rng.standard_normal(shape).astype(np.float32) for _ in range(3))
+        tQ, tK, tV = (torch.from_numpy(a) for a in (Q, K, V))
+        ours, theirs = scaled_dot_product_attention(Q, K, V)[0], sdpa(tQ, tK, tV).numpy()
+        assert np.allclose(ours, theirs, atol=1e-5), "the two disagree"
+        S = np.empty((*shape[:-1], shape[-2]), dtype=np.float32)
+
+        def matmuls(Q, K, V, S=S):  # into a preallocated S: the products alone
+            np.matmul(Q, K.swapaxes(-1, -2), out=S)
+            return S @ V
+
+        t_torch = best_time(sdpa, repeats, tQ, tK, tV)
+        versions = (lambda *a: scaled_dot_product_attention(*a)[0], attention_inplace, matmuls)
+        row = [best_time(fn, repeats, Q, K, V) for fn in versions]
+        print(f"   {str(shape):22s} {t_torch * 1e3:10.2f} " + " ".join(
+            f"{t * 1e3:{w}.2f} {t / t_torch:6.2f}" for t, w in zip(row, (8, 11, 12))))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes only (seconds)")
@@ -186,6 +222,7 @@ def main() -> None:
     table_memory(rng, repeats, [1024, 2048, 4096] if args.quick else [4096, 8192, 16384],
                  args.block)
     table_rnn(rng, repeats, [64, 128, 256] if args.quick else [64, 128, 256, 512, 1024, 2048])
+    table_torch(rng, max(repeats, 5), [(8, 8, 128, 64), (1, 8, 1024, 64)])
 
 
 if __name__ == "__main__":

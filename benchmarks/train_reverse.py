@@ -4,6 +4,7 @@
     OPENBLAS_NUM_THREADS=1 python benchmarks/train_reverse.py --seeds 0 1 2 3 4  # the seed table
     OPENBLAS_NUM_THREADS=1 python benchmarks/train_reverse.py --seeds 0 1 2 3 4 --recipes --warmup
     OPENBLAS_NUM_THREADS=1 python benchmarks/train_reverse.py --seeds 0 1 2 3 4 --save  # data/
+    python benchmarks/train_reverse.py --vs-torch         # one step against PyTorch's, 1 thread
 
 For each seed it trains `helpers.reversal.train_reverse(seed)`, notebook 07's recipe (the paper's
 warm-up, then a linear decay to 0 at step 600, gradients clipped to norm 2, no early stop), and
@@ -21,6 +22,11 @@ at the end. The validation curve is what chose the recipe; the test set chose no
 --save    writes data/reverse_model.npz and .json (seed 0's model) and data/reverse_runs.json
           (every curve printed, which notebook 07 plots); it implies --recipes and --warmup and
           needs seeds 0-4. Bit for bit the same files with the same NumPy and BLAS build.
+--vs-torch  instead, times one training step (forward, loss, backward, clipping, Adam) of this
+          model and of the same model in PyTorch (nn.Transformer with the same sizes, 60,653
+          parameters each), one thread each, in one process, on the same batches, the two
+          alternating step by step (which goes first alternates too); prints both medians and
+          the ratio. PyTorch is optional: `pip install -r requirements-bench.txt`.
 This is a benchmark that prints figures, not a timed test.
 """
 
@@ -33,19 +39,32 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
+if "--vs-torch" in sys.argv and os.environ.get("OPENBLAS_NUM_THREADS") != "1":
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"  # one BLAS thread: decided before NumPy loads
+    os.execv(sys.executable, [sys.executable, *sys.argv])
+
+import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from helpers.data import REVERSE_MODEL, REVERSE_RUNS, save_reverse_model, save_runs  # noqa: E402
 from helpers.reversal import (  # noqa: E402
     PAD,
+    REVERSE_CONFIG,
     exact_match,
     make_targets,
+    reverse_batches,
     sample_sequences,
     train_reverse,
 )
-from helpers.training import first_below  # noqa: E402
+from helpers.training import (  # noqa: E402
+    Adam,
+    clip_by_global_norm,
+    cross_entropy,
+    first_below,
+    lrate_linear_decay,
+)
+from helpers.transformer import Transformer, positional_encoding  # noqa: E402
 
 NOTEBOOK_SEED = 0
 WARMUP_BUDGET = 250
@@ -132,6 +151,108 @@ def warmup_study(seed: int) -> dict:
     return rows
 
 
+def torch_reverse_model(torch, config):
+    """The same model in PyTorch: embeddings * sqrt(d_model) + the same sinusoidal PE, Post-LN
+    nn.Transformer blocks (no final LayerNorm, like ours), a linear map to the logits."""
+    nn, c = torch.nn, config
+
+    class Reverse(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.src_embed = nn.Embedding(c.src_vocab, c.d_model)
+            self.tgt_embed = nn.Embedding(c.tgt_vocab, c.d_model)
+            layer = {"dim_feedforward": c.d_ff, "dropout": 0.0, "batch_first": True}
+            encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(c.d_model, c.n_heads,
+                                                                       **layer),
+                                            c.n_layers, enable_nested_tensor=False)
+            decoder = nn.TransformerDecoder(nn.TransformerDecoderLayer(c.d_model, c.n_heads,
+                                                                       **layer), c.n_layers)
+            self.transformer = nn.Transformer(c.d_model, c.n_heads, custom_encoder=encoder,
+                                              custom_decoder=decoder, batch_first=True)
+            self.out = nn.Linear(c.d_model, c.tgt_vocab)
+            pe = positional_encoding(c.max_len, c.d_model, dtype=np.float32)
+            self.register_buffer("pe", torch.from_numpy(pe))
+
+        def forward(self, src, tgt):
+            S, T = src.shape[1], tgt.shape[1]
+            scale = c.d_model**0.5
+            x = self.src_embed(src) * scale + self.pe[:S]
+            y = self.tgt_embed(tgt) * scale + self.pe[:T]
+            causal = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+            y = self.transformer(x, y, tgt_mask=causal, src_key_padding_mask=src == PAD,
+                                 tgt_key_padding_mask=tgt == PAD,
+                                 memory_key_padding_mask=src == PAD)
+            return self.out(y)
+
+    return Reverse()
+
+
+def vs_torch(seed: int, steps: int = 120, skip: int = 20) -> int:
+    """One training step of notebook 07's model, NumPy against PyTorch: the same sizes, batches,
+    loss (label smoothing 0.1, padding ignored), clipping (2.0), Adam and learning rates."""
+    try:
+        import torch
+    except ImportError:
+        print("--vs-torch needs PyTorch, an optional extra of the benchmarks (never of the "
+              "series):\n    .venv/bin/python -m pip install -r requirements-bench.txt")
+        return 1
+    torch.manual_seed(seed)
+    torch.set_num_threads(1)
+    config = REVERSE_CONFIG
+    ours = Transformer.from_config(config, np.random.default_rng(seed))
+    theirs = torch_reverse_model(torch, config)
+    n_ours = sum(p.size for p in ours.parameters().values())
+    n_theirs = sum(p.numel() for p in theirs.parameters())
+    optimizer = Adam(ours.parameters())
+    torch_optimizer = torch.optim.Adam(theirs.parameters(), betas=(0.9, 0.98), eps=1e-9)
+    torch_loss = torch.nn.CrossEntropyLoss(label_smoothing=0.1, ignore_index=PAD)
+    batches = reverse_batches(np.random.default_rng(seed + 1))
+
+    def numpy_step(step, src, tgt_in, tgt_out):
+        loss, d_logits = cross_entropy(ours.forward(src, tgt_in), tgt_out, label_smoothing=0.1,
+                                       ignore_id=PAD)
+        _, grads = ours.backward(d_logits)
+        grads, _ = clip_by_global_norm(grads, 2.0)
+        optimizer.step(grads, float(rate(step)))
+        return loss
+
+    def torch_step(step, src, tgt_in, tgt_out):
+        for group in torch_optimizer.param_groups:
+            group["lr"] = float(rate(step))
+        torch_optimizer.zero_grad(set_to_none=True)
+        logits = theirs(src, tgt_in)
+        loss = torch_loss(logits.reshape(-1, logits.shape[-1]), tgt_out.reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(theirs.parameters(), 2.0)
+        torch_optimizer.step()
+        return loss.item()
+
+    def rate(step):
+        return lrate_linear_decay(step, config.d_model, 100, 600, factor=0.5)
+
+    times = {"NumPy": [], "PyTorch": []}
+    losses = {}
+    for step in range(1, steps + 1):
+        (src, tgt_in), tgt_out = batches(step)
+        tensors = [torch.from_numpy(a.astype(np.int64)) for a in (src, tgt_in, tgt_out)]
+        runs = [("NumPy", numpy_step, (src, tgt_in, tgt_out)), ("PyTorch", torch_step, tensors)]
+        for name, fn, args in runs if step % 2 else runs[::-1]:  # who goes first alternates
+            start = time.perf_counter()
+            losses[name] = fn(step, *args)
+            if step > skip:  # the first steps warm caches and allocators up
+                times[name].append(time.perf_counter() - start)
+    ms = {name: float(np.median(t)) * 1e3 for name, t in times.items()}
+    print(f"PyTorch {torch.__version__}, torch.get_num_threads() = {torch.get_num_threads()}")
+    print(f"notebook 07's model, batch 128, float32: {n_ours:,} parameters in NumPy, "
+          f"{n_theirs:,} in PyTorch")
+    print(f"one training step (forward, loss, backward, clipping, Adam), median of "
+          f"{steps - skip} steps after {skip} to warm up, the two alternating:")
+    for name in times:
+        print(f"   {name:8s} {ms[name]:6.1f} ms   (loss after {steps} steps {losses[name]:.3f})")
+    print(f"   NumPy / PyTorch step-time ratio: {ms['NumPy'] / ms['PyTorch']:.2f}")
+    return 0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[NOTEBOOK_SEED])
@@ -139,7 +260,11 @@ def main() -> None:
                         "addition (clipping, the linear decay)")
     parser.add_argument("--warmup", action="store_true", help="also the warm-up study (section 13)")
     parser.add_argument("--save", action="store_true", help="write data/reverse_*.{npz,json}")
+    parser.add_argument("--vs-torch", action="store_true", help="instead, time one training "
+                        "step against the same model in PyTorch (requirements-bench.txt)")
     args = parser.parse_args()
+    if args.vs_torch:
+        sys.exit(vs_torch(args.seeds[0]))
     if args.save and sorted(args.seeds) != [0, 1, 2, 3, 4]:
         parser.error("--save records seeds 0 1 2 3 4 (notebook 07 reads all five)")
     recipes, warmup = args.recipes or args.save, args.warmup or args.save

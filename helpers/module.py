@@ -71,9 +71,11 @@ class Module:
         for name, value in vars(self).items():  # in attribute order, arrays and parts alike
             if name in self.param_names:
                 params[name] = value
-            for prefix, part in parts.items():
-                if prefix.split(".")[0] == name:  # "ffn", or "layers.0", "layers.1", ...
-                    params.update({f"{prefix}.{k}": v for k, v in part.parameters().items()})
+            elif name in parts or f"{name}.0" in parts:  # a part, or a list of parts
+                prefixes = [name] if name in parts else [f"{name}.{i}" for i in range(len(value))]
+                for prefix in prefixes:  # "ffn", or "layers.0", "layers.1", ...
+                    inner = parts[prefix].parameters()
+                    params.update({f"{prefix}.{k}": v for k, v in inner.items()})
         return params
 
     def load_parameters(self, params):

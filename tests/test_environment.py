@@ -3,6 +3,7 @@ is this environment's, and the README's two commands are the ones CI and the Mak
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -36,6 +37,8 @@ def pip_pins(path: Path, version: tuple[int, int]) -> dict[str, str]:
             continue
         if line.startswith("-r "):
             pins.update(pip_pins(path.parent / line[3:].strip(), version))
+            continue
+        if line.startswith("--extra-index-url "):  # where a pin is published, not a pin
             continue
         m = PIN.match(line)
         assert m, f"{path.name}: {raw!r} is not pinned with =="
@@ -156,3 +159,47 @@ def test_browser_suite_is_pinned_wired_into_ci_and_documented():
     assert re.search(r"^e2e:", makefile, re.M) and "requirements-e2e.txt" in makefile
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "make e2e" in readme and "apt-get install -y chromium" in readme
+
+
+def test_pytorch_is_an_optional_extra_of_the_benchmarks_only():
+    bench = pip_pins(ROOT / "requirements-bench.txt", sys.version_info[:2])  # asserts every ==
+    assert set(bench) == {"torch"}
+    for name in ("requirements.txt", "requirements-test.txt", "requirements-e2e.txt",
+                 "environment.yml", "pyproject.toml"):
+        assert "torch" not in (ROOT / name).read_text(encoding="utf-8").lower(), name
+    imports = re.compile(r"^\s*(?:import|from)\s+torch\b", re.M)
+    sources = [p for p in (ROOT / "helpers").rglob("*.py")]
+    assert sources and not [p for p in sources if imports.search(p.read_text(encoding="utf-8"))]
+    for nb in (ROOT / "notebooks").rglob("*.ipynb"):
+        cells = json.loads(nb.read_text(encoding="utf-8"))["cells"]
+        code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+        assert not imports.search(code), f"{nb.name} imports PyTorch"
+
+
+def test_the_pytorch_comparison_says_how_to_install_pytorch(tmp_path):
+    fake = tmp_path / "torch"  # a torch package that cannot be imported: as if not installed
+    fake.mkdir()
+    (fake / "__init__.py").write_text("raise ImportError('No module named torch')\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "train_reverse.py"),
+                           "--vs-torch"], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert "pip install -r requirements-bench.txt" in done.stdout
+
+
+def test_the_pytorch_model_of_the_benchmark_has_our_parameter_count():
+    torch = pytest.importorskip("torch")
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import train_reverse
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    from helpers.reversal import REVERSE_CONFIG
+    from helpers.transformer import transformer_parameter_count
+
+    theirs = train_reverse.torch_reverse_model(torch, REVERSE_CONFIG)
+    c = REVERSE_CONFIG
+    ours = transformer_parameter_count(c.d_model, c.n_heads, c.d_ff, c.n_layers, c.src_vocab,
+                                       c.tgt_vocab)
+    assert sum(p.numel() for p in theirs.parameters()) == ours == 60_653
