@@ -209,23 +209,72 @@ def test_stall_watch_fires_only_for_an_idle_kernel_with_a_queue_that_does_not_mo
         assert watch.see({**long_cell, "iopub": tick}) is None
 
 
+class PoolServer:
+    """What a worker needs of a LabServer once the checks themselves are stubbed out."""
+
+    def __init__(self, root):
+        self.root_dir, self.scanned = root, 0
+
+    def stop(self):
+        return []
+
+    def log_text(self, start=0):
+        return ""
+
+
+def stub_pool(monkeypatch, tmp_path, outcomes, workers=2):
+    """A Pool whose workers start no server or browser and whose checks return ``outcomes``."""
+    import tests.e2e.pool as pool
+
+    def start(self):
+        self.base.mkdir(parents=True)
+        self.server = PoolServer(self.base)
+        return None, None
+
+    runs = []
+
+    def check_notebook(browser, server, path, **kwargs):
+        runs.append(path)
+        return outcomes.pop(0)
+
+    monkeypatch.setattr(pool.Worker, "_start", start)
+    monkeypatch.setattr(pool, "check_notebook", check_notebook)
+    return pool.Pool(tmp_path, "/no/chromium", workers), runs
+
+
 def test_a_stalled_check_fails_and_is_not_retried(monkeypatch, tmp_path):
-    import tests.e2e.conftest as e2e
+    from tests.e2e.pool import Check
 
     def stalled(label):
         return Report(label, problems=[Problem(label, "run all", "stalled", "stuck")])
 
     outcomes = [stalled("nb"), Report("nb")]  # a retry would pass
-    monkeypatch.setattr(e2e, "check_notebook", lambda *a, **k: outcomes.pop(0))
+    pool, runs = stub_pool(monkeypatch, tmp_path, outcomes, workers=1)
+    try:
+        report = pool.result(Check(series_notebooks()[0]))
+        assert [p.check for p in report.problems] == ["stalled"] and len(outcomes) == 1
+        assert pool.result(Check(series_notebooks()[0])) is report  # asked again: the same run
+    finally:
+        assert pool.close() == []
+    assert runs == [f"series/{series_notebooks()[0].name}"]
 
-    class Server:
-        root_dir = tmp_path
 
-    class Node:
-        stash = {e2e.REPORTS: []}
+def test_the_pool_runs_every_planned_check_once_and_shares_equal_ones(monkeypatch, tmp_path):
+    from tests.e2e.pool import Check
 
-    lab = e2e.Lab(Server(), browser=None, cache={})
-    lab.node = Node()
-    report = lab.check(series_notebooks()[0])
-    assert [p.check for p in report.problems] == ["stalled"] and len(outcomes) == 1
-    assert Node.stash[e2e.REPORTS] == [report]
+    first, second = sorted(series_notebooks()[:2], key=lambda p: -p.stat().st_size)
+    reports = [Report(f"r{i}") for i in range(3)]
+    pool, runs = stub_pool(monkeypatch, tmp_path, list(reports), workers=1)  # one order
+    fixture = Check(tmp_path / "fixture.ipynb")
+    (tmp_path / "fixture.ipynb").write_text(json.dumps({"cells": [], "metadata": {}}))
+    try:
+        # Planned in test order; queued the largest notebook first, equal checks once.
+        pool.submit_all([fixture, Check(first), Check(second, mutation="m"), Check(first)])
+        got = {pool.result(c).notebook for c in (fixture, Check(first), Check(second, mutation="m"))}
+        assert got == {"r0", "r1", "r2"} and pool.result(Check(first)) is pool.result(Check(first))
+    finally:
+        assert pool.close() == []
+    # The larger notebook first, the small fixture last.
+    assert runs == [f"series/{first.name}", f"mutated/{second.stem}.m.ipynb",
+                    "fixtures/fixture.ipynb"]
+    assert not any(w.thread.is_alive() for w in pool.workers)

@@ -436,6 +436,20 @@ JS_STATUS_VALUES = """
           (s.textContent || '').replace(/\\u00a0/g, ' ').trim()]))
 """
 
+# Called on an explorer element, in one round trip: the status line's values and what every
+# control shows, [name, shown] in page order (JS_SHOWN_VALUE on each).
+JS_STATUS_AND_SHOWN = f"""
+(el) => {{
+  const shownValue = {JS_SHOWN_VALUE.strip()};
+  const status = ({JS_STATUS_VALUES.strip()})(el);
+  const shown = [...el.querySelectorAll('.tx-control')].map((c) => {{
+    const name = [...c.classList].find((k) => k.startsWith('tx-control-'));
+    return [name ? name.slice('tx-control-'.length) : '', shownValue(c)];
+  }});
+  return {{status, shown}};
+}}
+"""
+
 JS_NOTEBOOK_JSON = with_panel("path", """
   const p = panelFor(path);
   return p ? JSON.stringify(p.context.model.toJSON()) : '';
@@ -513,12 +527,17 @@ class NotebookCheck:
         self.phases: list[tuple[str, int]] = []  # (phase, server-log offset where it began)
         self.started: list[float] = []  # when each phase began (time.monotonic)
         self._dialogs_seen: set[str] = set()
+        # explorer index -> (src, screenshot) of its figure once it last settled: the "before"
+        # picture of the next move when the src is still the same (a src is a new blob URL for
+        # every new image, so the same src is the same picture)
+        self._shots: dict[int, tuple[str, bytes]] = {}
         # The log since the last scan (another check's end, the server's start) is scanned too.
         self._log_scanned = server.scanned
         self.phases.append(("before opening", server.scanned))
         self.started.append(time.monotonic())
         self.enter("open")
         self.in_flight: set = set()  # HTTP requests the page has not finished
+        self.held: Callable = lambda request: False  # held back on purpose (check_notebook)
         page.on("request", lambda request: self.in_flight.add(request))
         page.on("requestfinished", lambda request: self.in_flight.discard(request))
         page.on("requestfailed", lambda request: self.in_flight.discard(request))
@@ -772,8 +791,10 @@ class NotebookCheck:
         figure = explorer.locator(".tx-figure").first
         before = explorer.evaluate(JS_EXPLORER_STATE, self.path)
         self._note_dialogs(before["dialogs"])
-        figure.evaluate(JS_DECODED)
-        before_png = figure.screenshot()
+        shot_src, before_png = self._shots.get(k, (None, b""))
+        if shot_src is None or shot_src != before["src"]:
+            figure.evaluate(JS_DECODED)
+            before_png = figure.screenshot()
         before_value = control.evaluate(JS_SHOWN_VALUE)
         action = self.move(control, kind)
         if action is None:
@@ -790,7 +811,7 @@ class NotebookCheck:
             return
         self.report.moves.append(f"{where}: {before_value!r} -> {shown!r} ({action})")
         # 2. the figure changes and settles
-        after = self.wait_for_figure(explorer, before["src"], before["error"])
+        after = self.wait_for_figure(explorer, before["src"], before["error"], figure)
         if after["error"] and after["error"] != before["error"]:  # this move's own error
             lines = [ln for ln in after["error"].splitlines() if ln.strip()]
             self.problem("explorer-error", f"after {action} the explorer shows an error: "
@@ -804,19 +825,19 @@ class NotebookCheck:
             self.problem("figure", f"the figure kept changing for {FIGURE_TIMEOUT:.0f} s after "
                          f"{action}")
         else:
-            figure.evaluate(JS_DECODED)
-            fraction = changed_fraction(before_png, figure.screenshot())
+            if after["png"] is None:  # the figure changed again after the screenshot
+                figure.evaluate(JS_DECODED)
+                after["png"] = figure.screenshot()
+            self._shots[k] = (after["src"], after["png"])
+            fraction = changed_fraction(before_png, after["png"])
             if fraction < MIN_CHANGED_PIXELS:
                 self.problem("figure", f"after {action} the figure's src changed but only "
                              f"{fraction:.2%} of its pixels did (expected >= "
                              f"{MIN_CHANGED_PIXELS:.0%})")
         # 3. the status line agrees with every control of this explorer
-        status = explorer.evaluate(JS_STATUS_VALUES)
-        for other in explorer.locator(".tx-control").all():
-            classes = (other.get_attribute("class") or "").split()
-            other_name = next((c[len("tx-control-"):] for c in classes
-                               if c.startswith("tx-control-")), "")
-            other_shown = other.evaluate(JS_SHOWN_VALUE)
+        values = explorer.evaluate(JS_STATUS_AND_SHOWN)
+        status = values["status"]
+        for other_name, other_shown in values["shown"]:
             if other_name in status and status[other_name] != other_shown:
                 of = "" if other_name == name else f' (control "{other_name}")'
                 self.problem("value", f"after {action} the status line shows "
@@ -870,13 +891,15 @@ class NotebookCheck:
         return None
 
     def wait_for_figure(self, explorer: Locator, before_src: str | None,
-                        before_error: str = "") -> dict:
+                        before_error: str = "", figure: Locator | None = None) -> dict:
         """Poll until the src differs from ``before_src`` and stayed put for STABLE_SECONDS with
         the kernel idle; stop early once the kernel has been idle QUIET_SECONDS with no change
         (or a second after a new error shows). Returns the last explorer state plus
-        ``settled``."""
+        ``settled`` and, given the ``figure``, ``png``: its screenshot, taken while the wait for
+        stability went on (the src it showed is the final one, or ``png`` is None)."""
         start = time.monotonic()
         last_src, last_change, idle_since = before_src, start, None
+        shot_src, png = None, None
         while True:
             now = time.monotonic()
             state = explorer.evaluate(JS_EXPLORER_STATE, self.path)
@@ -886,7 +909,14 @@ class NotebookCheck:
             idle = state["kernel"] == "idle"
             idle_since = (idle_since or now) if idle else None
             if idle and state["src"] != before_src and now - last_change >= STABLE_SECONDS:
-                return {**state, "settled": True}
+                return {**state, "settled": True,
+                        "png": png if shot_src == state["src"] else None}
+            if figure is not None and idle and state["src"] not in (before_src, shot_src):
+                # The screenshot the pixel check needs, taken now rather than after the wait:
+                # it counts only if the src is still this one once the figure has settled.
+                figure.evaluate(JS_DECODED)
+                shot_src, png = state["src"], figure.screenshot()
+                continue
             quiet = idle_since is not None and now - max(idle_since, last_change)
             if state["src"] == before_src and quiet and (
                     quiet >= QUIET_SECONDS
@@ -927,7 +957,8 @@ class NotebookCheck:
         """Wait until the page has no HTTP request in flight (JupyterLab polls the server), so
         closing it does not make the server log a "Stream is closed" error."""
         deadline = time.monotonic() + timeout
-        while self.in_flight and time.monotonic() < deadline:
+        while (any(not self.held(r) for r in list(self.in_flight))
+               and time.monotonic() < deadline):
             self.page.wait_for_timeout(50)
 
     def capture(self, full: bool = True) -> None:
@@ -971,7 +1002,7 @@ class NotebookCheck:
 
 
 def check_notebook(browser: Browser, server: LabServer, path: str, *, label: str | None = None,
-                   prepare_page: Callable[[Page], None] | None = None,
+                   prepare_page: Callable[[Page], Callable | None] | None = None,
                    settle_timeout: float = SETTLE_TIMEOUT,
                    run_timeout: float = RUN_TIMEOUT, expect_problems: bool = False,
                    self_check: bool = False) -> Report:
@@ -981,7 +1012,9 @@ def check_notebook(browser: Browser, server: LabServer, path: str, *, label: str
     notebook's session (shutting its kernel down) and scan the server log.
 
     ``prepare_page`` is called with the page before it loads (the tests use it to break the
-    widget front end on purpose). ``expect_problems`` (a notebook broken on purpose) skips the
+    widget front end on purpose); it may return a predicate that tells the requests it holds
+    back in the browser on purpose (they never reach the server, so closing the page with them
+    in flight cannot make the server log anything, and waiting for them would be in vain). ``expect_problems`` (a notebook broken on purpose) skips the
     full-height screenshot that a real failure keeps. ``self_check``: when the notebook passed,
     break its explorers' callbacks and check again (see :meth:`NotebookCheck.self_check`). The returned report's problems are empty when the notebook passed.
     """
@@ -990,18 +1023,21 @@ def check_notebook(browser: Browser, server: LabServer, path: str, *, label: str
     context.set_default_timeout(60_000)
     page = context.new_page()
     page.add_init_script(JS_DIALOG_RECORDER)
-    if prepare_page is not None:
-        prepare_page(page)
+    held = prepare_page(page) if prepare_page is not None else None
     check = NotebookCheck(page, server, path, label or path, settle_timeout=settle_timeout,
                           run_timeout=run_timeout)
+    if held is not None:
+        check.held = held
     try:
         check.run()
         check.scan_log(server.log_size())
         if check.report.problems:
-            check.capture()
+            check.capture(full=not expect_problems)
         elif self_check and check.report.explorers:
             check.self_check()
-            check.capture()  # kept only if the test fails
+            # Kept only if the test fails; the full-height screenshot (a few seconds) only when
+            # the notebook itself failed (else the page as shown, the notebook's JSON, the logs).
+            check.capture(full=bool(check.report.problems))
     finally:
         check.enter("closing")
         check.quiesce()

@@ -103,9 +103,10 @@ def die_with_parent() -> list[str]:
     return [setpriv, "--pdeathsig", "TERM"] if setpriv else []
 
 
-def isolated_env(base: Path) -> dict[str, str]:
-    """This process's environment, with every Jupyter/IPython directory under ``base``."""
-    env = dict(os.environ)
+def isolated_env(base: Path, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """This process's environment (or ``environ``), with every Jupyter/IPython directory under
+    ``base``."""
+    env = dict(os.environ if environ is None else environ)
     env.pop("MPLBACKEND", None)  # an inherited Agg backend would turn inline plots off
     env.pop("JUPYTER_PATH", None)
     env.pop("JUPYTER_CONFIG_PATH", None)
@@ -123,9 +124,13 @@ def isolated_env(base: Path) -> dict[str, str]:
 class LabServer:
     """One JupyterLab server over ``root_dir``; use as a context manager or call start/stop."""
 
-    def __init__(self, root_dir: Path, work_dir: Path):
+    def __init__(self, root_dir: Path, work_dir: Path, environ: dict[str, str] | None = None):
         self.root_dir = Path(root_dir)
         self.work_dir = Path(work_dir)
+        # The environment to start from (default: this process's when the server starts). The
+        # suite's workers pass a copy taken before any of them starts a browser, which changes
+        # TMPDIR for a moment (see pool.py).
+        self.environ = environ
         self.token = secrets.token_hex(24)
         self.port = 0
         self.proc: subprocess.Popen | None = None
@@ -144,7 +149,7 @@ class LabServer:
             path = settings / name
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(value))
-        env = isolated_env(self.work_dir / "jupyter")
+        env = isolated_env(self.work_dir / "jupyter", self.environ)
         self._log_file = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         for _attempt in range(3):  # the free port can be taken between probing and binding
             self.port = free_port()

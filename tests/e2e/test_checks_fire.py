@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from .lab import FIXTURES, repo_path
+from .pool import Check
 
 pytestmark = pytest.mark.e2e
 
@@ -55,6 +56,37 @@ EXPECTED = [
 ]
 
 
+def fixture_check(fixture) -> Check:
+    """One run of a fixture notebook serves all its cases."""
+    return Check(fixture, expect_problems=True, run_timeout=FIXTURE_RUN_TIMEOUT)
+
+
+def good_check() -> Check:
+    return Check(GOOD, run_timeout=FIXTURE_RUN_TIMEOUT)
+
+
+def hold_controls(page):
+    """Chrome's Fetch domain pauses the request for the widget controls; nobody resumes it.
+    Returns which requests are held (the page is closed without waiting for them)."""
+    chunk = _controls_chunk()
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("Fetch.enable", {"patterns": [{"urlPattern": f"*/{chunk}*"}]})
+    return lambda request: f"/{chunk}" in request.url
+
+
+def held_check() -> Check:
+    return Check(HELD, prepare_page=hold_controls, settle_timeout=5, expect_problems=True,
+                 run_timeout=FIXTURE_RUN_TIMEOUT)
+
+
+def planned_checks(item) -> list[Check]:
+    """What each test will ask for (conftest.py queues them all at the start of the session)."""
+    if item.originalname == "test_check_fires":
+        return [fixture_check(item.callspec.params["case"][0])]
+    return {"test_correct_explorer_passes": [good_check()],
+            "test_widget_loading_fires": [held_check()]}.get(item.originalname, [])
+
+
 def _id(case):
     fixture, check, where, _ = case
     return f"{fixture.stem}-{check}-{where.replace('control ', '').strip(chr(34))}"
@@ -63,8 +95,7 @@ def _id(case):
 @pytest.mark.parametrize("case", EXPECTED, ids=[_id(c) for c in EXPECTED])
 def test_check_fires(lab, case):
     fixture, check, where, detail = case
-    report = lab.check(fixture, cached=True, expect_problems=True,  # one run for all its cases
-                       run_timeout=FIXTURE_RUN_TIMEOUT)
+    report = lab.check(fixture_check(fixture))
     hits = [p for p in report.problems if p.check == check and where in p.where]
     assert hits, f"[{check}] did not fire at {where!r}\n{report.summary()}"
     assert any(detail in p.detail for p in hits), f"no [{check}] says {detail!r}\n{report.summary()}"
@@ -74,7 +105,7 @@ def test_check_fires(lab, case):
 
 
 def test_correct_explorer_passes(lab):
-    report = lab.check(GOOD, run_timeout=FIXTURE_RUN_TIMEOUT)
+    report = lab.check(good_check())
     assert not report.problems, report.summary()
     kinds = {c["kind"] for e in report.explorers for c in e["controls"]}
     assert kinds == {"slider", "dropdown", "toggle"}
@@ -93,14 +124,7 @@ def _controls_chunk() -> str:
 
 def test_widget_loading_fires(lab):
     """A widget view whose front-end code never arrives stays "Loading widget..."."""
-    chunk = _controls_chunk()
-
-    def hold_controls(page):  # Chrome's Fetch domain pauses the request; nobody resumes it
-        cdp = page.context.new_cdp_session(page)
-        cdp.send("Fetch.enable", {"patterns": [{"urlPattern": f"*/{chunk}*"}]})
-
-    report = lab.check(HELD, prepare_page=hold_controls, settle_timeout=5, expect_problems=True,
-                       run_timeout=FIXTURE_RUN_TIMEOUT)
+    report = lab.check(held_check())
     loading = [p for p in report.problems if p.check == "widget-loading"]
     assert loading, report.summary()
     assert all(str(p).startswith(f"{repo_path(HELD)}: cell 2 ") for p in loading), report.summary()

@@ -9,7 +9,7 @@ every control is moved again; each must then be reported, naming the notebook an
 With ``E2E_MUTATIONS=1`` (or a comma-separated list of names from mutations.py, such as
 ``E2E_MUTATIONS=frontend``) the suite also re-runs each notebook with its explorers broken from
 the start (``callback``: it raises; ``frontend``: no control can render), at the cost of one more
-full run of each notebook per mutation.
+full run of each notebook per mutation (run beside the others, see pool.py).
 """
 
 from __future__ import annotations
@@ -20,12 +20,33 @@ import pytest
 
 from .lab import series_notebooks
 from .mutations import MUTATIONS, chosen_mutations
+from .pool import Check
 
 pytestmark = pytest.mark.e2e
 
 SERIES = series_notebooks()
 IDS = [p.name for p in SERIES]
 CHOSEN = chosen_mutations(os.environ.get("E2E_MUTATIONS", ""))
+
+
+def clean(notebook) -> Check:
+    """The notebook as it is, with the self-check."""
+    return Check(notebook, self_check=True)
+
+
+def mutated(notebook, mutation: str) -> Check:
+    """The notebook with the mutation's cell at the top (mutations.py)."""
+    return Check(notebook, mutation=mutation, first_cells=(MUTATIONS[mutation][0],))
+
+
+def planned_checks(item) -> list[Check]:
+    """What each test will ask for (conftest.py queues them all at the start of the session)."""
+    params = item.callspec.params
+    if item.originalname == "test_broken_explorers_are_caught":
+        if params["mutation"] not in CHOSEN:
+            return []
+        return [clean(params["notebook"]), mutated(params["notebook"], params["mutation"])]
+    return [clean(params["notebook"])]
 
 
 def uncaught(report, explorers, check: str, cell_offset: int = 0) -> list[str]:
@@ -46,7 +67,7 @@ def uncaught(report, explorers, check: str, cell_offset: int = 0) -> list[str]:
 
 @pytest.mark.parametrize("notebook", SERIES, ids=IDS)
 def test_notebook_in_jupyterlab(lab, notebook):
-    report = lab.check(notebook, cached=True, self_check=True)
+    report = lab.check(clean(notebook))
     print(f"{report.notebook}: {len(report.explorers)} explorer(s), {report.seconds:.1f} s")
     for move in report.moves:
         print("  moved", move)
@@ -64,12 +85,12 @@ def test_broken_explorers_are_caught(lab, notebook, mutation):
     """Break every explorer of the notebook from the start; every control must be named."""
     if mutation not in CHOSEN:
         pytest.skip(f"set E2E_MUTATIONS={mutation} (or 1) to run")
-    clean = lab.check(notebook, cached=True, self_check=True)  # the explorers and controls
-    if not clean.explorers:
+    explorers = lab.check(clean(notebook)).explorers  # the explorers and controls
+    if not explorers:
         pytest.skip(f"{notebook.name} has no explorer")
-    cell, check = MUTATIONS[mutation]
-    report = lab.check(notebook, mutation=mutation, first_cells=[cell])
-    missing = uncaught(report.problems, clean.explorers, check, cell_offset=1)
+    check = MUTATIONS[mutation][1]
+    report = lab.check(mutated(notebook, mutation))
+    missing = uncaught(report.problems, explorers, check, cell_offset=1)
     assert not missing, (f"mutation {mutation!r} was not caught as [{check}] for: "
                          f"{'; '.join(missing)}\n{report.summary()}")
     unnamed = [str(p) for p in report.problems if p.check == check and 'control "' not in p.where]
