@@ -91,8 +91,8 @@ def attention_backward(Q, K, V, weights, d_out):
 
 def sum_rows(a):
     """The sum of a (..., d) over every axis but the last, (d,): a.reshape(-1, d).sum(axis=0),
-    computed as a matrix product with a row of ones, which is several times faster in NumPy (its
-    sum down a tall, narrow array is slow; BLAS is not)."""
+    computed as a matrix product with a row of ones, which is faster in NumPy (its sum down a
+    tall, narrow array is slow; BLAS is not)."""
     rows = a.reshape(-1, a.shape[-1])  # (N, d): one row per position
     return np.ones(len(rows), dtype=a.dtype) @ rows  # (d,)
 
@@ -292,10 +292,15 @@ def embedding_backward(table, tokens, d_x, scale):
     Every occurrence of a token adds its row's gradient (table[tokens] += ... would keep only one
     of them): row v of the result is the sum of the rows of d_x where the token is v, which is
     one_hot.T @ d_x with one_hot[n, v] = (token n == v). np.add.at(d_table, ids, rows) sums the
-    same, about 10 times slower.
+    same, much more slowly, but needs no (N, V) matrix: it takes over for a large vocabulary.
     """
-    one_hot = np.eye(len(table), dtype=table.dtype)[tokens.reshape(-1)]  # (N, V)
-    return (one_hot.T @ d_x.reshape(-1, table.shape[-1])) * scale  # (V, d_model)
+    ids, rows = tokens.reshape(-1), d_x.reshape(-1, table.shape[-1])  # (N,), (N, d_model)
+    if len(ids) * len(table) > 2**24:  # the one-hot matrix would pass 64 MB in float32
+        d_table = np.zeros_like(table)
+        np.add.at(d_table, ids, rows)
+        return d_table * scale
+    one_hot = np.eye(len(table), dtype=table.dtype)[ids]  # (N, V)
+    return (one_hot.T @ rows) * scale  # (V, d_model)
 
 
 @add_to_class(Transformer, "backward")
@@ -382,15 +387,15 @@ class Adam:
 
     def __init__(self, params, *, beta1=0.9, beta2=0.98, eps=1e-9):
         self.params, self.beta1, self.beta2, self.eps = params, beta1, beta2, eps
-        self.parts, n = {}, 0  # name -> its slice of the flat vector
+        self.slices, n = {}, 0  # name -> its slice of the flat vector
         for name, p in params.items():
-            self.parts[name], n = slice(n, n + p.size), n + p.size
+            self.slices[name], n = slice(n, n + p.size), n + p.size
         dtype = np.result_type(*params.values()) if params else np.float64
         self.m_flat, self.v_flat = np.zeros(n, dtype), np.zeros(n, dtype)  # (n,) each
         self.m = {name: self.m_flat[part].reshape(params[name].shape)  # views, not copies
-                  for name, part in self.parts.items()}
+                  for name, part in self.slices.items()}
         self.v = {name: self.v_flat[part].reshape(params[name].shape)
-                  for name, part in self.parts.items()}
+                  for name, part in self.slices.items()}
         self.t = 0
 
     def step(self, grads, lr):
@@ -404,7 +409,7 @@ class Adam:
         v += (1.0 - self.beta2) * g * g
         update = lr * (m / c1) / (np.sqrt(v / c2) + self.eps)  # (n,)
         for name, p in self.params.items():
-            p -= update[self.parts[name]].reshape(p.shape)
+            p -= update[self.slices[name]].reshape(p.shape)
 
 
 def train(model, batches, loss, schedule, *, steps, rng=None, clip=None, evaluate=None,

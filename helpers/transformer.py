@@ -295,7 +295,7 @@ class LayerNorm(Module):
             raise ValueError(f"x must have shape (..., d_model={self.d_model}), got {x.shape}")
         x_hat = x - x.mean(axis=-1, keepdims=True)  # (..., d_model): each position centred
         var = (x_hat * x_hat).mean(axis=-1, keepdims=True)  # (..., 1): population variance
-        # (the same as x.var(axis=-1), which is about 3 times slower: it centres x once more)
+        # (the same as x.var(axis=-1), which is slower: it centres x once more)
         std = np.sqrt(var + self.eps)  # (..., 1)
         x_hat /= std  # (..., d_model): mean 0, variance just below 1
         self.cache = NormCache(x_hat, std)  # kept for backward (notebook 07)

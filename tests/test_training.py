@@ -30,6 +30,7 @@ from helpers.training import (
     Adam,
     clip_by_global_norm,
     cross_entropy,
+    embedding_backward,
     first_below,
     log_softmax,
     lrate,
@@ -477,3 +478,18 @@ def test_training_monitor_updates_bar_label_and_curve():
     assert monitor.bar.value == 20 and "exact match 0.500" in monitor.label.value
     assert monitor.n_redraws == 4  # empty, then steps 1, 10, 20
     assert monitor.image.value != empty
+
+
+@pytest.mark.parametrize("vocab", [13, 40_000])  # one-hot product; np.add.at past 2**24 entries
+def test_embedding_backward_sums_every_occurrence_of_a_token(vocab):
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(0, vocab, size=(40, 11))
+    tokens[:, :3] = 7  # token 7 repeated in every sequence
+    d_x = rng.standard_normal((40, 11, 4))
+    table = np.zeros((vocab, 4))
+    expected = np.zeros((vocab, 4))
+    for b in range(40):  # the sum, one occurrence at a time
+        for t in range(11):
+            expected[tokens[b, t]] += d_x[b, t] * 2.0
+    assert (tokens.size * vocab > 2**24) == (vocab == 40_000)
+    np.testing.assert_allclose(embedding_backward(table, tokens, d_x, 2.0), expected, atol=1e-12)
