@@ -19,7 +19,13 @@ import numpy as np
 
 from helpers import analysis
 from helpers import widgets as tw
-from helpers.data import load_reverse_model
+from helpers.data import (
+    MODERN_MANIFEST,
+    MODERN_RUNS,
+    load_modern_models,
+    load_reverse_model,
+    load_runs,
+)
 from helpers.reversal import REVERSE_CONFIG
 from helpers.transformer import Transformer
 
@@ -29,6 +35,12 @@ def comparison():
     trained, _ = load_reverse_model()
     random_model = Transformer.from_config(REVERSE_CONFIG, np.random.default_rng(0))
     return tw.attention_comparison(random_model, trained, ["3 1 4 1 5 9 2 6", "2 7 1 8"])
+
+
+def pieces():
+    """Notebook 09's explorer: the sixteen trained combinations of today's pieces."""
+    models, _ = load_modern_models()
+    return tw.pieces_explorer(models, record=load_runs(MODERN_RUNS, MODERN_MANIFEST))
 
 
 def explorers():
@@ -71,6 +83,12 @@ def explorers():
            ["3 1 4 1 5 9 2 6", "2 7 1 8", "0123456789"])
     yield "08 cost explorer (n)", tw.cost_explorer(), "n", [64, 512, 128, 256]
     yield "08 cost explorer (block)", tw.cost_explorer(), "block", [16, 256, 32, 128]
+    yield "09 pieces explorer (a piece)", pieces(), "position", ["today", "2017"]
+    yield "09 pieces explorer (head)", pieces(), "head", [0, 1, 2, -1]
+    yield "09 pieces explorer (digits)", pieces(), "digits", ["3 1 4 1 5 9", "2 7 1 8 2 8"]
+    yield ("10 writing explorer (temperature)", tw.committed_writing_explorer(), "temperature",
+           [0.5, 1.2, 0.8])
+    yield "10 writing explorer (seed)", tw.committed_writing_explorer(), "seed", [1, 2, 3, 0]
 
 
 def main() -> None:

@@ -111,3 +111,41 @@ def greedy_decode(model, src, bos_id, eos_id, max_steps, *, use_cache=True):
     finally:
         clear_caches(model)
     return tokens, np.stack(all_logits, axis=1)
+
+
+# ── 09 · The Transformer today ───────────────────────────────────────────────────────────────────
+
+
+def generate(model, prompt, steps, *, pick=None, stop_id=None, use_cache=True):
+    """Continue every prompt (B, T0) of a decoder-only model (notebook 09's DecoderOnly) by up to
+    `steps` tokens, one at a time.
+
+    pick(logits (B, vocab)) -> ids (B,) chooses each next token; None takes the most likely
+    (greedy; notebook 10 samples). With the cache (one KVCache per block) each step runs only
+    the new position through the blocks; without it, the whole sequence again. A sequence that
+    has produced stop_id is continued with stop_id; generation ends once every sequence has
+    (or after `steps`). Returns (tokens (B, T0 + n), logits (B, n, vocab)), the logits those of
+    model.forward(tokens[:, :-1]) at the n new positions. Dropout must be off; every cache the
+    forward passes kept is cleared at the end (also when a step raises).
+    """
+    prompt = np.asarray(prompt)
+    steps = check_positive_int(steps, "steps")
+    if any(isinstance(m, Dropout) and m.rng is not None for m in model.modules()):
+        raise ValueError("generate runs in evaluation mode: call set_training(model, None)")
+    try:  # no backward follows a generation: its caches are cleared, even if a step fails
+        caches = [KVCache() for _ in model.decoder.layers] if use_cache else None
+        tokens, all_logits = prompt, []
+        done = np.zeros(len(prompt), dtype=bool)
+        for _ in range(steps):
+            step_logits = model.logits(model.decode(tokens, caches)[:, -1])  # (B, vocab)
+            choice = step_logits.argmax(axis=-1) if pick is None else np.asarray(pick(step_logits))
+            if stop_id is not None:
+                choice = np.where(done, stop_id, choice)  # (B,): a finished sequence stays so
+                done |= choice == stop_id
+            tokens = np.concatenate([tokens, choice[:, None]], axis=1)
+            all_logits.append(step_logits)
+            if done.all():
+                break
+    finally:
+        clear_caches(model)
+    return tokens, np.stack(all_logits, axis=1)

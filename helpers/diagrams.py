@@ -3,7 +3,8 @@
 One section per notebook that draws one: 01 (Q, K and V from one sequence and the n × n score
 matrix), 02 (the split into heads and the merge, with shapes), 05 (one block, Post-LN and
 Pre-LN, with its residual paths), 06 (the whole encoder–decoder: its three attentions, the mask
-each uses, the residuals and LayerNorms), 07 (the backward pass through the whole model). Each
+each uses, the residuals and LayerNorms), 07 (the backward pass through the whole model), 09
+(a decoder-only block of 2017 next to today's, from their configurations). Each
 function draws onto a new figure sized for the notebook's width and returns it; the arrays it
 shows are the caller's (shapes in the labels are computed, never typed).
 """
@@ -304,20 +305,23 @@ def _arrow_06(ax, start, end, **style):
     ax.annotate("", xy=end, xytext=start, arrowprops=style)
 
 
-def _stack_06(ax, x, width, y, sublayers, norm_first, side, separate_add=False):
+def _stack_06(ax, x, width, y, sublayers, norm_first, side, separate_add=False,
+              norm="LayerNorm"):
     """Draw the sub-layers of one block upwards from y, with residual branches on `side`
     (-1 left, +1 right); returns the block's top and the box positions (y0, y1) by name.
-    separate_add (notebook 05): the add and the LayerNorm as two boxes each."""
+    separate_add (notebook 05): the add and the norm as two boxes each. norm: its name."""
     gap, main_h, norm_h = 0.2, 0.58, 0.34
     edge = x if side < 0 else x + width
     rail = edge + side * 0.16  # where the residual branches run
     cx, where = x + width / 2, {}
+    short = "LN" if norm == "LayerNorm" else norm
     for name, text, kind in sublayers:
-        steps = ([("LayerNorm", "norm", norm_h)] if norm_first else []) + [(text, kind, main_h)] \
-            + [("add: x + sublayer(LN(x))" if norm_first else "add & LayerNorm", "norm", norm_h)]
+        steps = ([(norm, "norm", norm_h)] if norm_first else []) + [(text, kind, main_h)] \
+            + [(f"add: x + sublayer({short}(x))" if norm_first else f"add & {norm}", "norm",
+                norm_h)]
         if separate_add:
             steps[-1] = (steps[-1][0] if norm_first else "add: x + sublayer(x)", "add", norm_h)
-            steps += [] if norm_first else [("LayerNorm", "norm", norm_h)]
+            steps += [] if norm_first else [(norm, "norm", norm_h)]
         split = y + gap / 2  # the residual branch leaves the main path here
         for label, box_kind, h in steps:
             _arrow_06(ax, (cx, y), (cx, y + gap))
@@ -333,10 +337,10 @@ def _stack_06(ax, x, width, y, sublayers, norm_first, side, separate_add=False):
     return y, where
 
 
-def _final_norm_06(ax, x, width, y):
-    """Pre-LN: one LayerNorm after the last block of a stack; returns its top."""
+def _final_norm_06(ax, x, width, y, norm="LayerNorm"):
+    """Pre-LN: one norm after the last block of a stack; returns its top."""
     _arrow_06(ax, (x + width / 2, y + 0.15), (x + width / 2, y + 0.4))
-    _box_06(ax, x, y + 0.4, width, 0.34, "final LayerNorm (after the last block)", "norm")
+    _box_06(ax, x, y + 0.4, width, 0.34, f"final {norm} (after the last block)", "norm")
     return y + 0.74
 
 
@@ -546,4 +550,58 @@ def backward_pass(model_or_config):
     ax.text(4.95, height - 0.45, f"d_model = {d}, N = {n}, vocabulary {sv} → {tv}, output "
             f"{tied}{', shared embeddings' if shared else ''}; B batch, S, T lengths",
             ha="center", va="top", fontsize=8.5)
+    return fig
+
+
+# ── 09 · The Transformer today
+
+
+def decoder_only_blocks(old, new):
+    """Two decoder-only models side by side, bottom to top, for two DecoderOnlyConfigs (or
+    models): `old` (the 2017 pieces, say) on the left, `new` (today's) on the right. Each shows
+    how positions enter (added to the token vectors, or turned into the queries and keys), one
+    block with its norm, attention (heads and key/value heads) and feed-forward network, the
+    residual paths, and the final norm of a pre-norm stack. Every size is read from the
+    configurations."""
+    fig = plt.figure(figsize=(10.0, 6.0))
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.axis("off")
+    width, y0, tops = 3.3, 1.35, {}
+    for x0, c in ((1.0, getattr(old, "config", old)), (6.0, getattr(new, "config", new))):
+        cx, norm = x0 + width / 2, "RMSNorm" if c.norm == "rms" else "LayerNorm"
+        g = c.n_kv_heads or c.n_heads
+        kind = ("multi-head" if g == c.n_heads else "multi-query" if g == 1 else "grouped-query")
+        rope = "\nRoPE turns Q and K by position" if c.position == "rope" else ""
+        ffn = (f"SwiGLU: {c.d_model} → 2 × {c.d_ff} → {c.d_model}" if c.ffn == "swiglu"
+               else f"feed-forward: {c.d_model} → {c.d_ff} → {c.d_model}, ReLU")
+        sublayers = [("self", f"masked {kind} self-attention\n{c.n_heads} query heads, {g} "
+                      f"key/value head{'s' if g > 1 else ''}{rope}", "attention"),
+                     ("ffn", ffn, "ffn")]
+        entry = {"sinusoidal": "token vectors × √d_model + sinusoidal PE",
+                 "rope": "token vectors × √d_model (no position added)",
+                 "none": "token vectors × √d_model (no position at all)"}[c.position]
+        ax.text(cx, 0.45, "tokens (B, T)", ha="center", va="center", fontsize=9)
+        _arrow_06(ax, (cx, 0.6), (cx, 0.8))
+        _box_06(ax, x0, 0.8, width, 0.4, entry, "embed")
+        top, _ = _stack_06(ax, x0, width, y0 - 0.15, sublayers, c.norm_first, side=-1,
+                           norm=norm)
+        ax.add_patch(plt.Rectangle((x0 - 0.45, y0 - 0.1), width + 0.6, top - y0 + 0.2,
+                                   fill=False, ec="0.45", lw=1.0, ls=(0, (4, 2))))
+        ax.text(x0 + width + 0.3, (y0 + top) / 2, f"one block (of N = {c.n_layers})",
+                rotation=90, ha="center", va="center", fontsize=9)
+        if c.norm_first:
+            top = _final_norm_06(ax, x0, width, top + 0.15, norm)
+        _arrow_06(ax, (cx, top + 0.05), (cx, top + 0.3))
+        _box_06(ax, x0, top + 0.3, width, 0.4, f"logits of the next token: {c.vocab}",
+                "out")
+        tops[x0] = top + 0.7
+    top = max(tops.values())
+    for x0, (name, note) in zip(tops, (("2017", "Post-LN: add, then the norm, on the stream"),
+                                       ("today", "pre-norm: the norm on the branch only"))):
+        ax.text(x0 + width / 2, top + 0.55, name, ha="center", va="bottom", fontsize=11,
+                fontweight="bold")
+        ax.text(x0 + width / 2, top + 0.5, note, ha="center", va="top", fontsize=8.5)
+    height = top + 0.95
+    ax.set(xlim=(0, 10), ylim=(0, height))
+    fig.set_size_inches(10.0, height)
     return fig

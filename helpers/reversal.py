@@ -5,11 +5,14 @@ Every definition below is written in notebook 07 first, in a cell that starts wi
 The training loop itself, ``helpers.training.train``, knows nothing of this task.
 """
 
+import time
 from dataclasses import replace
 
 import numpy as np
 
 from helpers.decoding import greedy_decode
+from helpers.modern import PAPER_2017, DecoderOnly, DecoderOnlyConfig
+from helpers.module import clear_caches
 from helpers.training import cross_entropy, lrate, lrate_linear_decay, train
 from helpers.transformer import Transformer, TransformerConfig
 from helpers.validation import check_positive_int
@@ -164,3 +167,141 @@ def anti_diagonal_mass(weights, length):
     """
     i = np.arange(length)
     return weights[..., i, length - 1 - i].mean(axis=-1)
+
+
+# ── 09 · The Transformer today ────────────────────────────────────────────────────────────────
+
+
+def lm_sequences(src, lengths):
+    """Reversal as next-token prediction, for a decoder-only model: (tokens, targets), each
+    (n, 2 max_len + 1).
+
+    Row b is the digits, BOS (here: "now the answer"), the digits reversed, EOS, then PAD: for
+    '3 1 4', 3 1 4 <bos> 4 1 3 <eos>. tokens = the row but its last entry, targets = the row
+    shifted left by one (position t predicts token t + 1), with PAD wherever nothing is to be
+    predicted: the question's digits are given, not predicted, so only the answer and its EOS
+    count in the loss (cross_entropy's ignore_id=PAD).
+    """
+    src, lengths = np.asarray(src), np.asarray(lengths)
+    n, L = src.shape
+    p = np.arange(2 * L + 2)  # (2L + 2,): position in the row
+    k = lengths[:, None]  # (n, 1)
+    question = np.take_along_axis(src, np.broadcast_to(np.minimum(p, L - 1), (n, 2 * L + 2)), 1)
+    answer = np.take_along_axis(src, np.clip(2 * k - p, 0, L - 1), 1)  # src[2k - p]: reversed
+    row = np.select([p < k, p == k, p <= 2 * k, p == 2 * k + 1], [question, BOS, answer, EOS],
+                    PAD)  # (n, 2L + 2)
+    targets = np.where(p[1:] > k, row[:, 1:], PAD)  # only what follows <bos> is predicted
+    return row[:, :-1], targets
+
+
+def lm_exact_match(model, src, lengths):
+    """True where a decoder-only model gets the whole answer right, EOS included: its most
+    likely next token is the target at every predicted position, given the right tokens before
+    it (one forward pass). That is exactly when greedy generation from the question and <bos>
+    writes the answer: up to the first wrong token the two read the same prefix."""
+    tokens, targets = lm_sequences(src, lengths)
+    logits = model.forward(tokens)
+    clear_caches(model)  # no backward follows
+    return np.all((logits.argmax(axis=-1) == targets) | (targets == PAD), axis=1)
+
+
+def linear_schedule(peak, warmup, total):
+    """The learning rate rate(step) of notebook 09's runs: a straight line from peak / warmup up
+    to `peak` at step `warmup` (warmup=0: the peak from step 1, no warm-up), then a straight
+    line down to 0 at step `total`. step counts from 1."""
+    def rate(step):
+        if step <= warmup:
+            return peak * step / warmup
+        return peak * max(0.0, (total - step) / (total - warmup))
+    return rate
+
+
+LM_SIZES = {"vocab": VOCAB_SIZE, "d_model": 32, "n_heads": 4, "n_layers": 2, "max_len": 64,
+            "dtype": "float32"}
+
+
+def parameter_count(config):
+    """The number of parameters of DecoderOnly(config), counted on a model built from it."""
+    model = DecoderOnly.from_config(config, np.random.default_rng(0))
+    return sum(p.size for p in model.parameters().values())
+
+
+def reversal_lm_config(**pieces):
+    """Notebook 09's decoder-only reversal model with these pieces (PAPER_2017, TODAY or any
+    mix, n_kv_heads included): LM_SIZES (d_model 32, 4 heads, 2 blocks, float32), and the hidden
+    width d_ff that brings its parameter count closest to the 2017 model's (ReLU, d_ff = 4
+    d_model = 128), so that recipes are compared at the same size."""
+    base = DecoderOnlyConfig(**LM_SIZES, d_ff=128, **PAPER_2017)
+    target = parameter_count(base)
+    one, two = (parameter_count(replace(base, **pieces, d_ff=f)) for f in (1, 2))
+    d_ff = 1 + (target - one) / (two - one)  # the count grows by (two - one) per unit of d_ff
+    best = min({max(1, int(d_ff)), int(d_ff) + 1},
+               key=lambda f: abs(parameter_count(replace(base, **pieces, d_ff=f)) - target))
+    return replace(base, **pieces, d_ff=best)
+
+
+def train_reverse_lm(seed, config, *, peak=5e-3, warmup=100, steps=1500, budget=None,
+                     clip=2.0, eval_every=50, callback=None):
+    """Notebook 09's recipe: DecoderOnly(config) (reversal_lm_config), batches of 128 reversals
+    as next-token prediction (lm_sequences), Adam, linear_schedule(peak, warmup, steps), the
+    gradients clipped to a global norm of `clip`; validation exact match (lm_exact_match),
+    history["accuracy"], every `eval_every` steps (None: never). It runs all `steps`, or the
+    first `budget` steps of that schedule. history["seconds"] is the wall time of the training
+    steps, evaluations left out. Returns (model, history, task); the same seed gives the same
+    model, bit for bit, with the same NumPy and BLAS build."""
+    model = DecoderOnly.from_config(config, np.random.default_rng(seed))
+    task, rng = reverse_task(), np.random.default_rng(seed + 1)  # rng: the batches
+    val, spent = task["val"], [0.0]
+
+    def batches(step):
+        src, lengths = sample_sequences(rng, 128, exclude=task["exclude"])
+        tokens, targets = lm_sequences(src, lengths)
+        return (tokens,), targets
+
+    def loss(logits, targets):
+        return cross_entropy(logits, targets, ignore_id=PAD)
+
+    def evaluate(model):
+        start = time.perf_counter()
+        accuracy = float(lm_exact_match(model, val["src"], val["lengths"]).mean())
+        spent[0] += time.perf_counter() - start
+        return {"accuracy": accuracy}
+
+    start = time.perf_counter()
+    history = train(model, batches, loss, linear_schedule(peak, warmup, steps),
+                    steps=budget or steps, clip=clip, evaluate=evaluate if eval_every else None,
+                    eval_every=eval_every or 1, callback=callback)
+    history["seconds"] = time.perf_counter() - start - spent[0]
+    history.setdefault("accuracy", [])
+    return model, history, task
+
+
+PIECES = {  # notebook 09's four switches: each piece's 2017 and today's settings
+    "norm": {"2017": {"norm": "layer", "norm_first": False},  # Post-LN, LayerNorm
+             "today": {"norm": "rms", "norm_first": True}},  # pre-norm, RMSNorm
+    "ffn": {"2017": {"ffn": "relu"}, "today": {"ffn": "swiglu"}},
+    "position": {"2017": {"position": "sinusoidal"}, "today": {"position": "rope"}},
+    "attention": {"2017": {"n_kv_heads": None}, "today": {"n_kv_heads": 2}},  # 4 heads: MHA, GQA
+}
+
+
+def pieces_of(**choice):
+    """The DecoderOnlyConfig fields for a choice of "2017" or "today" per piece of PIECES (a
+    piece not named is 2017's): pieces_of(position="today") is the 2017 model with RoPE."""
+    unknown = set(choice) - set(PIECES) or {v for v in choice.values()} - {"2017", "today"}
+    if unknown:
+        raise ValueError(f"choose '2017' or 'today' for each of {list(PIECES)}, got {choice}")
+    fields = {}
+    for piece, options in PIECES.items():
+        fields.update(options[choice.get(piece, "2017")])
+    return fields
+
+
+def grid_name(**choice):
+    """The name of a combination of pieces, as the 16 trained models of data/ are stored:
+    "2017", "today", or the 2017 model with the pieces named, e.g. "2017 + RoPE + GQA"."""
+    labels = {"norm": "pre-norm RMSNorm", "ffn": "SwiGLU", "position": "RoPE", "attention": "GQA"}
+    new = [labels[p] for p in PIECES if choice.get(p, "2017") == "today"]
+    if len(new) == len(PIECES):
+        return "today"
+    return " + ".join(["2017", *new])

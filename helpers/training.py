@@ -392,6 +392,7 @@ class Adam:
             self.slices[name], n = slice(n, n + p.size), n + p.size
         dtype = np.result_type(*params.values()) if params else np.float64
         self.m_flat, self.v_flat = np.zeros(n, dtype), np.zeros(n, dtype)  # (n,) each
+        self.g_flat, self.tmp, self.update = (np.empty(n, dtype) for _ in range(3))  # reused
         self.m = {name: self.m_flat[part].reshape(params[name].shape)  # views, not copies
                   for name, part in self.slices.items()}
         self.v = {name: self.v_flat[part].reshape(params[name].shape)
@@ -401,20 +402,29 @@ class Adam:
     def step(self, grads, lr):
         self.t += 1
         c1, c2 = 1.0 - self.beta1**self.t, 1.0 - self.beta2**self.t
-        g = np.concatenate([grads[name].reshape(-1) for name in self.params])  # (n,): all of them
-        m, v = self.m_flat, self.v_flat
+        g, m, v, tmp, update = self.g_flat, self.m_flat, self.v_flat, self.tmp, self.update
+        np.concatenate([grads[name].reshape(-1) for name in self.params], out=g)  # (n,)
+        # every step below writes into one of the buffers: no new array of n numbers
+        np.multiply(g, 1.0 - self.beta1, out=tmp)
         m *= self.beta1
-        m += (1.0 - self.beta1) * g
+        m += tmp  # m = b1 m + (1 - b1) g
+        np.multiply(g, 1.0 - self.beta2, out=tmp)
+        tmp *= g
         v *= self.beta2
-        v += (1.0 - self.beta2) * g * g
-        update = lr * (m / c1) / (np.sqrt(v / c2) + self.eps)  # (n,)
+        v += tmp  # v = b2 v + (1 - b2) g^2
+        np.divide(m, c1, out=update)
+        update *= lr  # lr * m_hat
+        np.divide(v, c2, out=tmp)
+        np.sqrt(tmp, out=tmp)
+        tmp += self.eps
+        update /= tmp  # lr * m_hat / (sqrt(v_hat) + eps)
         for name, p in self.params.items():
             p -= update[self.slices[name]].reshape(p.shape)
 
 
 def train(model, batches, loss, schedule, *, steps, rng=None, clip=None, evaluate=None,
-          eval_every=50, stop=None, callback=None):
-    """Train `model` with Adam and the learning rate schedule(step), on any task.
+          eval_every=50, stop=None, callback=None, optimizer=None):
+    """Train `model` with Adam (or `optimizer`) and the learning rate schedule(step), on any task.
 
     batches(step) -> (inputs, targets): a tuple of forward's arguments and what the loss compares
     the output with; loss(output, targets) -> (loss, d_output). Each step runs forward in
@@ -423,11 +433,12 @@ def train(model, batches, loss, schedule, *, steps, rng=None, clip=None, evaluat
     and takes one Adam step. evaluate(model) -> {name: number} runs every `eval_every` steps in
     evaluation mode (keep the test set out of it: that is for the end); stop(history) -> True
     ends the run early. callback(history, model), if given, runs after every step, with the
-    model in evaluation mode, which is how the model is left at the end.
+    model in evaluation mode, which is how the model is left at the end. optimizer: anything
+    with step(grads, lr) that updates model.parameters() (default Adam; notebook 10's AdamW).
     Returns history: per step "loss", "grad_norm" (before clipping) and "lr"; "eval_step" and a
     list for each name that evaluate returns.
     """
-    optimizer = Adam(model.parameters())
+    optimizer = Adam(model.parameters()) if optimizer is None else optimizer
     history = {"loss": [], "grad_norm": [], "lr": [], "eval_step": []}
     for step in range(1, steps + 1):
         inputs, targets = batches(step)

@@ -152,19 +152,28 @@ class MultiHeadAttention(Module):
             mask = np.asarray(mask)
             if mask.ndim == query.ndim and mask.ndim >= 3:
                 mask = np.expand_dims(mask, -3)  # (B, T_q, T_k) -> (B, 1, T_q, T_k)
-        h = self.n_heads
-        Q = split_heads(query @ self.W_q + self.b_q, h)  # (..., h, T_q, d_k)
-        if kv_cache is not None and kv_cache.holds(key):
-            K, V = kv_cache.K, kv_cache.V  # the memory's keys and values, computed before
-        else:
-            K = split_heads(key @ self.W_k + self.b_k, h)  # (..., h, T_k, d_k)
-            V = split_heads(value @ self.W_v + self.b_v, h)  # (..., h, T_k, d_k)
-            if kv_cache is not None:
-                K, V = kv_cache.add(K, V, key)  # (..., h, t, d_k): every position so far
+        Q, K, V = self.project(query, key, value, kv_cache)  # (..., h, T, d_k) each
         heads, self.weights = scaled_dot_product_attention(Q, K, V, mask)  # (..., h, T_q, d_k)
         heads = merge_heads(heads)  # (..., T_q, d_model)
         self.cache = AttentionCache(query, key, value, Q, K, V, self.weights, heads)
         return heads @ self.W_o + self.b_o  # (..., T_q, d_model)
+
+    def project(self, query, key, value, kv_cache=None):
+        """The queries, keys and values, projected and split into heads: (..., h, T, d_k) each.
+
+        With a kv_cache (notebook 06), K and V hold the keys and values of every call so far
+        (self-attention), or the memory's, computed on the first call only (cross-attention).
+        Notebook 09's grouped-query attention changes this step only.
+        """
+        h = self.n_heads
+        Q = split_heads(query @ self.W_q + self.b_q, h)  # (..., h, T_q, d_k)
+        if kv_cache is not None and kv_cache.holds(key):
+            return Q, kv_cache.K, kv_cache.V  # the memory's keys and values, computed before
+        K = split_heads(key @ self.W_k + self.b_k, h)  # (..., h, T_k, d_k)
+        V = split_heads(value @ self.W_v + self.b_v, h)  # (..., h, T_k, d_k)
+        if kv_cache is not None:
+            K, V = kv_cache.add(K, V, key)  # (..., h, t, d_k): every position so far
+        return Q, K, V
 
 
 # ── 03 · Positional encoding ──────────────────────────────────────────────────────────────────
@@ -424,14 +433,16 @@ class EncoderBlock(Module):
         self.norm2 = LayerNorm(d_model, dtype=dtype)
         self.dropout1, self.dropout2 = (Dropout(dropout, name="dropout") for _ in range(2))
 
-    def forward(self, x, mask=None, *, stages=None):
+    def forward(self, x, mask=None, *, kv_cache=None, stages=None):
         """x (..., T, d_model) -> (..., T, d_model). mask: True = blocked, passed to attention.
-        stages: a list that receives the six intermediate arrays (see residual)."""
+        kv_cache: a KVCache for cached decoding with the causal mask (a decoder-only model,
+        notebooks 09 and 10). stages: a list that receives the six intermediate arrays (see
+        residual)."""
         x = as_real_array(x, "x")
         if x.ndim < 2 or x.shape[-1] != self.d_model:
             raise ValueError(f"x must have shape (..., T, d_model={self.d_model}) with rank >= 2, "
                              f"got {x.shape}")
-        x = residual(x, lambda h: self.self_attn.forward(h, h, h, mask), self.norm1,
+        x = residual(x, lambda h: self.self_attn.forward(h, h, h, mask, kv_cache), self.norm1,
                      self.dropout1, self.norm_first, stages)  # (..., T, d_model)
         return residual(x, self.ffn.forward, self.norm2, self.dropout2, self.norm_first, stages)
 
@@ -441,8 +452,9 @@ class Stack(Module):
 
     Stack(EncoderBlock, n_layers, d_model, n_heads, d_ff, rng, ...) is the encoder; the decoder
     (notebook 06) is a Stack of DecoderBlocks. With norm_first=True (Pre-LN) the residual stream
-    is never normalised inside the blocks, so a final LayerNorm, `norm`, follows the last one;
-    Post-LN needs none (each block ends with one). Other arguments go to every block.
+    is never normalised inside the blocks, so a final norm, `norm`, of the blocks' own kind (a
+    LayerNorm here) follows the last one; Post-LN needs none (each block ends with one). Other
+    arguments go to every block.
     """
 
     own_cache = False  # its parts keep what backward needs
@@ -452,7 +464,8 @@ class Stack(Module):
         n_layers = check_positive_int(n_layers, "n_layers")
         self.layers = [block(d_model, *args, norm_first=norm_first, dtype=dtype, **kwargs)
                        for _ in range(n_layers)]
-        self.norm = LayerNorm(d_model, dtype=dtype) if norm_first else None
+        norm = type(self.layers[0].norm1)  # the blocks' kind of norm
+        self.norm = norm(d_model, dtype=dtype) if norm_first else None
 
     def forward(self, x, *context, kv_caches=None, **options):
         """x (..., T, d_model) -> (..., T, d_model), through every block in turn. context and

@@ -13,7 +13,7 @@ import numpy as np
 def as_real_array(x, name):
     """np.asarray(x), or a ValueError naming `name` unless it holds real numbers (int or float)."""
     x = np.asarray(x)
-    if not (np.issubdtype(x.dtype, np.integer) or np.issubdtype(x.dtype, np.floating)):
+    if x.dtype.kind not in "iuf":  # signed or unsigned integers, floats (not bool or complex)
         raise ValueError(f"{name} must hold real numbers (int or float), got dtype {x.dtype}")
     return x
 

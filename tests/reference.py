@@ -59,3 +59,36 @@ def randomise(module, rng, scale=0.3):
     for p in module.parameters().values():
         p += rng.normal(0.0, scale, p.shape).astype(p.dtype)
     return module
+
+
+def loop_gqa(layer, x, mask=None):
+    """Grouped-query self-attention with RoPE as loops: query head i reads key/value head
+    i // (h / g), each head computed by loop_attention; the rotation by explicit 2 x 2 matrices
+    on each pair (x[2i], x[2i+1]) at each position, with math.cos and math.sin."""
+    h, g, d_k = layer.n_heads, layer.n_kv_heads, layer.d_k
+
+    def rotated(a):  # a (T, d_k): position t's pairs turned by t * w_i
+        if not layer.rotary:
+            return a
+        out = np.empty_like(a)
+        for t in range(a.shape[0]):
+            for i in range(d_k // 2):
+                angle = t / 10000.0 ** (2 * i / d_k)
+                c, s = math.cos(angle), math.sin(angle)
+                out[t, 2 * i] = c * a[t, 2 * i] - s * a[t, 2 * i + 1]
+                out[t, 2 * i + 1] = s * a[t, 2 * i] + c * a[t, 2 * i + 1]
+        return out
+
+    heads = []
+    for i in range(h):
+        q_cols = slice(i * d_k, (i + 1) * d_k)
+        j = i // (h // g)  # the key/value head this query head shares
+        kv_cols = slice(j * d_k, (j + 1) * d_k)
+        per_sequence = []
+        for b in range(x.shape[0]):
+            q = rotated(x[b] @ layer.W_q[:, q_cols] + layer.b_q[q_cols])
+            k = rotated(x[b] @ layer.W_k[:, kv_cols] + layer.b_k[kv_cols])
+            v = x[b] @ layer.W_v[:, kv_cols] + layer.b_v[kv_cols]
+            per_sequence.append(loop_attention(q, k, v, mask)[0])
+        heads.append(np.stack(per_sequence))
+    return np.concatenate(heads, axis=-1) @ layer.W_o + layer.b_o

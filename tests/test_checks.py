@@ -436,6 +436,6 @@ def test_an_inner_time_limit_gives_the_outer_one_back(monkeypatch):
 
 
 def test_a_file_numbered_like_no_notebook_is_graded_by_its_functions(tmp_path):
-    path = tmp_path / "09_homework.py"
+    path = tmp_path / "99_homework.py"
     path.write_text("def lrate(step, d_model, warmup):\n    return 0\n")
     assert [r.key for r in checks.grade(path)] == ["07.1", "07.2", "07.3", "07.4"]

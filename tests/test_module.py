@@ -8,9 +8,11 @@ backward follows (decoding) leaves no cache behind.
 import numpy as np
 import pytest
 
+import helpers.modern as modern_code
 import helpers.training  # noqa: F401  (attaches every backward)
 import helpers.transformer as model_code
 from helpers.decoding import greedy_decode
+from helpers.modern import DecoderOnly, GroupedQueryAttention, ModernBlock, RMSNorm, SwiGLU
 from helpers.module import Module, add_to_class, clear_caches, collect_grads
 from helpers.transformer import (
     DecoderBlock,
@@ -50,12 +52,22 @@ def cases(rng):
                                    (x, memory, causal_mask(T)), ((B, T, D), (B, S, D))),
         "Transformer": (Transformer(9, 9, rng, d_model=D, n_heads=H, d_ff=F, n_layers=1,
                                     max_len=8), (src, tgt), None),
+        "RMSNorm": (RMSNorm(D), (x,), (B, T, D)),
+        "SwiGLU": (SwiGLU(D, F, rng), (x,), (B, T, D)),
+        "GroupedQueryAttention": (GroupedQueryAttention(D, 2, 1, rng), (x, x, x),
+                                  ((B, T, D), (B, T, D), (B, T, D))),
+        "ModernBlock": (ModernBlock(D, 2, F, rng, n_kv_heads=1), (x, causal_mask(T)), (B, T, D)),
+        "Stack of ModernBlocks": (Stack(ModernBlock, 2, D, 2, F, rng), (x, causal_mask(T)),
+                                  (B, T, D)),
+        "DecoderOnly": (DecoderOnly(9, rng, d_model=D, n_heads=2, d_ff=F, n_layers=2),
+                        (tgt,), None),
     }
 
 
 def test_every_module_class_is_walked(rng):
-    """A new module class in helpers/transformer.py must join the walk below."""
-    classes = {c for c in vars(model_code).values()
+    """A new module class in helpers/transformer.py or helpers/modern.py must join the walk
+    below."""
+    classes = {c for code in (model_code, modern_code) for c in vars(code).values()
                if isinstance(c, type) and issubclass(c, Module) and c is not Module}
     walked = {type(module) for module, _, _ in cases(rng).values()}
     assert classes == walked, classes ^ walked

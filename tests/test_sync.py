@@ -208,7 +208,9 @@ def test_helpers_mirror_the_notebooks():
 
 MODEL_FILES = {"transformer.py": {"helpers.module", "helpers.validation"}, "module.py": set(),
                "validation.py": set(),
-               "decoding.py": {"helpers.module", "helpers.validation", "helpers.transformer"}}
+               "decoding.py": {"helpers.module", "helpers.validation", "helpers.transformer"},
+               "modern.py": {"helpers.module", "helpers.validation", "helpers.transformer",
+                             "helpers.training"}}
 
 
 @pytest.mark.parametrize("name", sorted(MODEL_FILES))
@@ -294,16 +296,17 @@ LAYERS = {  # a module may import only modules of a lower layer (README, "Layout
     "helpers.module": 0, "helpers.validation": 0, "helpers.report": 0, "helpers.plots": 0,
     "helpers.diagrams": 0,
     "helpers.transformer": 1, "helpers.mask_formats": 1,
-    "helpers.training": 2, "helpers.data": 2, "helpers.decoding": 2,
-    "helpers.reversal": 3,
-    "helpers.analysis": 4,
+    "helpers.training": 2, "helpers.decoding": 2,
+    "helpers.modern": 3,
+    "helpers.data": 4, "helpers.reversal": 4,
+    "helpers.analysis": 5, "helpers.lm": 5,
     "helpers.checks.core": 0,
-    **{f"helpers.checks.{m}": 5 for m in ("attention", "heads", "positions", "masks", "blocks",
-                                           "decoder", "training", "cost")},
-    "helpers.checks": 6, "helpers.checks.__main__": 7,
+    **{f"helpers.checks.{m}": 6 for m in ("attention", "heads", "positions", "masks", "blocks",
+                                           "decoder", "training", "cost", "modern", "lm")},
+    "helpers.checks": 7, "helpers.checks.__main__": 8,
     "helpers.widgets.explorer": 5,
     **{f"helpers.widgets.{m}": 6 for m in ("attention", "positions", "masks", "blocks",
-                                            "decoder", "training", "cost")},
+                                            "decoder", "training", "cost", "modern", "lm")},
     "helpers.widgets": 7,
 }
 

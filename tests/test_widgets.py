@@ -777,3 +777,151 @@ def test_nb08_cost_explorer_at_512_keys_blocks_of_32():
     assert r["flops"] == 4 * 512 * 512 * 64
     assert r["max_diff"] < 5e-6
     assert all(t > 0 for t in r["ms"].values()) and ex.last_error is None
+
+
+# ── 09 · the pieces explorer ─────────────────────────────────────────────────────────────────
+
+
+@pytest.fixture(scope="module")
+def pieces():
+    from helpers.data import MODERN_MANIFEST, MODERN_RUNS, load_modern_models, load_runs
+
+    models, _ = load_modern_models()
+    return tw.pieces_explorer(models, record=load_runs(MODERN_RUNS, MODERN_MANIFEST))
+
+
+def test_nb09_every_piece_switches_the_model_and_its_attention(pieces):
+    ex = pieces
+    assert ex.result["name"] == "2017" and ex.result["trained"] and ex.last_error is None
+    seen = {"2017": ex.result["weights"].copy()}
+    for piece, name in [("position", "2017 + RoPE"), ("norm", "2017 + pre-norm RMSNorm + RoPE"),
+                        ("ffn", "2017 + pre-norm RMSNorm + SwiGLU + RoPE"), ("attention", "today")]:
+        ex.controls[piece].value = "today"
+        assert ex.last_error is None and ex.result["name"] == name
+        assert not any(np.allclose(ex.result["weights"], w) for w in seen.values()), piece
+        seen[name] = ex.result["weights"].copy()
+    assert ex.result["answer"] == "9 5 1 4 1 3 <eos>" and ex.result["right"]
+    assert np.allclose(ex.result["accuracy"][:10], 1.0)
+    assert np.allclose(ex.result["weights"].sum(-1), 1.0)
+    assert np.all(ex.result["weights"][np.triu_indices(13, 1)] == 0)  # causal
+    for piece in ("position", "norm", "ffn", "attention"):
+        ex.controls[piece].value = "2017"
+
+
+def test_nb09_random_weights_are_labelled_random_and_get_nothing_right(pieces):
+    ex = pieces
+    ex.controls["weights"].value = tw.MODERN_RANDOM
+    try:
+        assert not ex.result["trained"] and ex.result["accuracy"].max() < 0.2
+        title = ex._drawn[ex.layout_key(ex.values())][0]._suptitle.get_text()
+        assert "RANDOM" in title and "2017" in title
+    finally:
+        ex.controls["weights"].value = tw.MODERN_TRAINED
+
+
+def test_nb09_fast_path_matches_a_redraw_and_layer_and_head_count(pieces):
+    ex = pieces
+    before = ex.result["weights"].copy()
+    tw.assert_fast_path_matches_redraw(ex, "layer", 0)
+    assert not np.allclose(ex.result["weights"], before)
+    tw.assert_fast_path_matches_redraw(ex, "head", 2)
+    tw.assert_fast_path_matches_redraw(ex, "ffn", "today")
+    for control, value in (("ffn", "2017"), ("head", -1), ("layer", 1)):
+        ex.controls[control].value = value
+
+
+def test_nb09_digits_up_to_16_and_a_clear_error_beyond(pieces):
+    ex = pieces
+    ex.controls["digits"].value = "1 2 3 4 5 6 7 8 9 0 1 2"
+    assert ex.last_error is None and len(ex.result["labels"]) == 25
+    ex.controls["digits"].value = "1" * 17
+    assert isinstance(ex.last_error, ValueError) and "1 to 16 digits" in str(ex.last_error)
+    ex.controls["digits"].value = "3 1 4 1 5 9"
+    assert ex.last_error is None
+    with pytest.raises(ValueError, match="16 models"):
+        tw.pieces_explorer({"2017": None})
+
+
+# ── 10 · the writing explorer ────────────────────────────────────────────────────────────────
+
+
+@pytest.fixture(scope="module")
+def writing():
+    from helpers.data import load_lm, load_shakespeare
+    from helpers.lm import Characters
+
+    model, _ = load_lm()  # the explorer's own trained weights, loaded again to check them
+    return tw.committed_writing_explorer(), model, Characters(load_shakespeare())
+
+
+def test_nb10_bars_are_the_models_own_next_character_distribution(writing):
+    from helpers.lm import next_token_probabilities
+
+    ex, model, chars = writing
+    assert ex.last_error is None and ex.result["weights"] == tw.LM_TRAINED
+    assert ex.controls["prompt"].value == "ROMEO:\\n"  # typed as a learner types a newline
+    ids = chars.encode("ROMEO:\n")[None]
+    p = next_token_probabilities(model.forward(ids)[:, -1], 0.8)[0]  # without the KV cache
+    top = np.sort(p)[::-1][:12]
+    np.testing.assert_allclose(ex.result["p"], top, atol=1e-5)  # float32: rounding only
+    assert ex.result["labels"][0] == chars.chars[int(np.argmax(p))].replace("\n", "⏎")
+    texts = ex.result["texts"]
+    assert len(texts) == 4 and all(len(t) == 32 for t in texts)
+    assert ex.result["distinct"] == 4 and ex.result["known"] > 0.6
+    assert "different samples: <b>4 of 4</b>" in ex.status.value
+    assert 'data-control="top_k">all</span>' in ex.status.value
+
+
+def test_nb10_top_k_1_is_greedy_and_the_seed_only_moves_samples(writing):
+    from helpers.lm import write
+
+    ex, model, chars = writing
+    ex.controls["top_k"].value = 1
+    try:
+        assert ex.result["p"][0] == 1.0 and np.all(ex.result["p"][1:] == 0)
+        ids = chars.encode("ROMEO:\n")[None]
+        greedy = chars.decode(write(model, ids, 32)[0, ids.shape[1]:])
+        assert ex.result["texts"] == [greedy] * 4 and ex.result["distinct"] == 1
+        ex.controls["seed"].value = 3
+        assert ex.result["texts"] == [greedy] * 4  # greedy ignores the seed
+    finally:
+        ex.controls["top_k"].value = 0  # all
+    sample_3 = ex.result["texts"]
+    ex.controls["seed"].value = 0
+    assert ex.result["texts"] != sample_3  # sampled: the seed matters
+    at_08 = dict(ex.result)
+    ex.controls["temperature"].value = 0.1
+    assert ex.result["p"][0] > at_08["p"][0]  # a lower temperature sharpens the distribution
+    ex.controls["temperature"].value = 2.0
+    assert ex.result["p"][0] < at_08["p"][0]  # a higher one flattens it
+    assert ex.result["known"] < at_08["known"] / 2  # and misspells (about 0.13 against 0.82)
+    ex.controls["temperature"].value = 0.8
+
+
+def test_nb10_random_weights_write_no_words_and_are_labelled(writing):
+    ex, _, _ = writing
+    ex.controls["weights"].value = tw.LM_RANDOM
+    try:
+        assert ex.result["known"] < 0.2
+        title = ex._drawn[ex.layout_key(ex.values())][0]._suptitle.get_text()
+        assert "random" in title
+    finally:
+        ex.controls["weights"].value = tw.LM_TRAINED
+
+
+def test_nb10_prompts_escapes_unknown_characters_and_the_fast_path(writing):
+    ex, _, chars = writing
+    ex.controls["prompt"].value = "KING RICHARD III:\\n"  # a typed \n is a newline
+    assert ex.last_error is None and ex.result["prompt"] == "KING RICHARD III:\\n"
+    shown = bytes(ex.image.value)
+    ex.controls["prompt"].value = "ROMEO#"  # "#" never occurs in the play
+    assert isinstance(ex.last_error, ValueError) and "not in the vocabulary" in str(ex.last_error)
+    assert bytes(ex.image.value) == shown  # the last good figure stays
+    ex.controls["prompt"].value = "ROMEO:\\n"
+    assert ex.last_error is None
+    tw.assert_fast_path_matches_redraw(ex, "temperature", 1.2)
+    ex.controls["temperature"].value = 0.8
+    with pytest.raises(ValueError, match="at least one model"):
+        tw.writing_explorer({}, chars, set())
+    with pytest.raises(ValueError, match="not in the vocabulary"):
+        tw.writing_explorer({tw.LM_TRAINED: None}, chars, set(), prompt="#")

@@ -30,6 +30,8 @@ The catalogue, one module per notebook (each exercise lists its mistakes):
 * ``decoder``   06: the decoder block with cross-attention, greedy decoding
 * ``training``  07: softmax and LayerNorm backward, the warm-up schedule, Adam
 * ``cost``      08: attention without the n x n matrix, and what it costs
+* ``modern``    09: RMSNorm, SwiGLU, RoPE, grouped-query attention
+* ``lm``        10: the next-token loss, the sampling step, the bigram baseline
 """
 
 from __future__ import annotations
@@ -48,7 +50,9 @@ from helpers.checks.core import Case, Exercise, Mistake, Result, run, same, time
 from helpers.checks.cost import EXERCISES as EXERCISES_08
 from helpers.checks.decoder import EXERCISES as EXERCISES_06
 from helpers.checks.heads import EXERCISES as EXERCISES_02
+from helpers.checks.lm import EXERCISES as EXERCISES_10
 from helpers.checks.masks import EXERCISES as EXERCISES_04
+from helpers.checks.modern import EXERCISES as EXERCISES_09
 from helpers.checks.positions import EXERCISES as EXERCISES_03
 from helpers.checks.training import EXERCISES as EXERCISES_07
 
@@ -57,7 +61,8 @@ __all__ = ["CATALOGUE", "Case", "Exercise", "Mistake", "Result", "check", "exerc
 
 CATALOGUE: dict[str, Exercise] = {  # every exercise by key, in notebook order
     ex.key: ex for ex in (*EXERCISES_01, *EXERCISES_02, *EXERCISES_03, *EXERCISES_04,
-                          *EXERCISES_05, *EXERCISES_06, *EXERCISES_07, *EXERCISES_08)}
+                          *EXERCISES_05, *EXERCISES_06, *EXERCISES_07, *EXERCISES_08,
+                          *EXERCISES_09, *EXERCISES_10)}
 
 
 def exercise(key_or_name: str) -> Exercise:

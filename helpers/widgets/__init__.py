@@ -13,6 +13,8 @@
 * ``decoder``   06: ``attention_viewer``
 * ``training``  07: ``TrainingMonitor``, ``attention_comparison``
 * ``cost``      08: ``timed``, ``cost_explorer``
+* ``modern``    09: ``pieces_explorer`` (the sixteen trained decoder-only models and random twins)
+* ``lm``        10: ``writing_explorer`` (temperature, top-k and a sample of the language model)
 
 What the explorers measure (entropy, block stages, the reversal task's digits) lives in
 ``helpers.analysis``. Dependencies point down only: widgets -> plots, analysis -> reversal ->
@@ -35,7 +37,15 @@ from helpers.widgets.explorer import (
     control_kind,
     display_value,
 )
+from helpers.widgets.lm import (
+    LM_RANDOM,
+    LM_TRAINED,
+    TOP_K_OPTIONS,
+    committed_writing_explorer,
+    writing_explorer,
+)
 from helpers.widgets.masks import MASK_DIGITS, MASK_KINDS, MASK_RGBA, mask_explorer
+from helpers.widgets.modern import MODERN_RANDOM, MODERN_TRAINED, PIECE_OPTIONS, pieces_explorer
 from helpers.widgets.positions import PE_D_MODELS, column_index_slip, pe_explorer
 from helpers.widgets.training import TrainingMonitor, attention_comparison
 
@@ -75,4 +85,15 @@ __all__ = [
     "COST_LENGTHS",
     "timed",
     "cost_explorer",
+    # 09
+    "MODERN_TRAINED",
+    "MODERN_RANDOM",
+    "PIECE_OPTIONS",
+    "pieces_explorer",
+    # 10
+    "LM_TRAINED",
+    "LM_RANDOM",
+    "TOP_K_OPTIONS",
+    "committed_writing_explorer",
+    "writing_explorer",
 ]

@@ -26,12 +26,14 @@ class TrainingMonitor(W.VBox):
 
     The curve is a PNG swapped into one Image widget every `every` steps and at every
     evaluation (no cleared output, no flicker). `metric` names the history list of the
-    evaluations to plot on the right axis (train's evaluate returns it; the reversal task's is
-    "accuracy", its validation exact match). Build it, display it, then train.
+    evaluations to plot on the right axis, over `metric_range` (train's evaluate returns it; the
+    reversal task's is "accuracy", its validation exact match; notebook 10's "val", the
+    validation loss). Build it, display it, then train.
     """
 
     def __init__(self, steps: int, *, every: int = 25, title: str = "training",
-                 metric: str = "accuracy", metric_label: str = "validation exact match"):
+                 metric: str = "accuracy", metric_label: str = "validation exact match",
+                 metric_range: tuple[float, float] = (0.0, 1.05)):
         self.every, self.metric, self.metric_label = every, metric, metric_label
         self.bar = W.IntProgress(value=0, min=0, max=steps, description="step")
         self.label = W.HTML()
@@ -44,7 +46,7 @@ class TrainingMonitor(W.VBox):
         (self.acc_line,) = self.acc_ax.plot([], [], "o-", color="tab:green", ms=3,
                                             label=metric_label)
         self.ax.set(xlabel="step", ylabel="loss", xlim=(0, steps), title=title)
-        self.acc_ax.set(ylim=(0, 1.05), ylabel=metric_label)
+        self.acc_ax.set(ylim=metric_range, ylabel=metric_label)
         self.ax.legend(handles=[self.line, self.acc_line], loc="center right", fontsize=8)
         self.n_redraws = 0
         self.redraw({"loss": [], "eval_step": []})  # empty axes before step 1

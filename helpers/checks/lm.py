@@ -1,0 +1,243 @@
+"""Exercises of notebook 10: the next-token loss, the sampling step and the bigram baseline."""
+
+import numpy as np
+
+from helpers.checks.core import Case, Exercise, Mistake
+from helpers.lm import bigram_loss, next_token_probabilities
+from helpers.training import cross_entropy
+
+_rng = np.random.default_rng(110)  # the cases are the same on every run and every machine
+
+# ── 10.1 · next_token_loss ────────────────────────────────────────────────────────────────────
+
+
+def _next_token_loss(logits, tokens):
+    """The mean cross-entropy of logits[:, t] against tokens[:, t + 1]."""
+    return cross_entropy(logits[:, :-1], tokens[:, 1:])[0]
+
+
+def _log_softmax(z, *, stable=True):
+    if stable:
+        z = z - z.max(axis=-1, keepdims=True)
+        return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        return np.log(np.exp(z) / np.exp(z).sum(axis=-1, keepdims=True))  # inf / inf: NaN
+
+
+def _scored(logits, tokens, *, shift=1, stable=True, normalise=True):
+    """log p(target) at every scored position: shift 1 (right), 0 (no shift), -1 (backwards)."""
+    log_p = _log_softmax(logits, stable=stable) if normalise else logits
+    if shift == 1:
+        log_p, targets = log_p[:, :-1], tokens[:, 1:]
+    elif shift == -1:
+        log_p, targets = log_p[:, 1:], tokens[:, :-1]
+    else:
+        targets = tokens
+    return np.take_along_axis(log_p, targets[..., None], axis=-1)[..., 0]  # (B, T or T - 1)
+
+
+def _case_tokens(B, T, V, scale=1.0):
+    return _rng.normal(size=(B, T, V)) * scale, _rng.integers(0, V, size=(B, T))
+
+
+_SECTION_2 = "10 §2 · Windows, and the next character as the target"
+
+NEXT_TOKEN_LOSS = Exercise(
+    key="10.1", name="next_token_loss", reference=_next_token_loss, see=_SECTION_2,
+    cases=(
+        Case("B = 1, T = 3, 2 tokens, every logit 0 (by hand: each of the 2 predictions gives "
+             "the right token probability 1/2, so the loss is ln 2 = 0.693)",
+             (np.zeros((1, 3, 2)), np.array([[0, 1, 1]]))),
+        Case("B = 2, T = 5, 4 tokens", _case_tokens(2, 5, 4)),
+        Case("B = 3, T = 4, 6 tokens, logits up to about 1000 (a softmax without its maximum "
+             "subtracted overflows)", _case_tokens(3, 4, 6, scale=400.0)),
+        Case("B = 2, T = 7, 65 tokens", _case_tokens(2, 7, 65, scale=2.0)),
+    ),
+    mistakes=(
+        Mistake("ntl-no-shift",
+                "position t's logits are compared with tokens[:, t], the token the model has "
+                "just read; they predict the next one, tokens[:, t + 1]",
+                _SECTION_2, lambda logits, tokens: -_scored(logits, tokens, shift=0).mean()),
+        Mistake("ntl-shift-backwards",
+                "logits[:, 1:] are compared with tokens[:, :-1]: each position is asked for the "
+                "token before it; logits[:, :-1] go with tokens[:, 1:]",
+                _SECTION_2, lambda logits, tokens: -_scored(logits, tokens, shift=-1).mean()),
+        Mistake("ntl-wraps-around",
+                "np.roll makes the last position predict the first token of the same row: "
+                "that pair is not in the text; the last position has no target",
+                _SECTION_2, lambda logits, tokens: -np.take_along_axis(
+                    _log_softmax(logits), np.roll(tokens, -1, axis=1)[..., None], -1).mean()),
+        Mistake("ntl-sum-not-mean",
+                "the losses are summed, not averaged over the B (T - 1) predictions",
+                "07 §6 · The loss, with label smoothing",
+                lambda logits, tokens: -_scored(logits, tokens).sum()),
+        Mistake("ntl-mean-over-sequences-only",
+                "each sequence's losses are summed and only the sequences averaged: every "
+                "prediction counts once, so average over all B (T - 1) of them",
+                "07 §6 · The loss, with label smoothing",
+                lambda logits, tokens: -_scored(logits, tokens).sum(axis=1).mean()),
+        Mistake("ntl-bits",
+                "the logarithm is base 2 (bits); the series measures nats, with ln",
+                "10 §3 · What a model must beat",
+                lambda logits, tokens: -_scored(logits, tokens).mean() / np.log(2)),
+        Mistake("ntl-logits-not-log-probabilities",
+                "the target's logit is used as its log-probability: the log of the softmax's "
+                "denominator, log Σ exp(z), is missing",
+                "01 §3 · Softmax, without overflow",
+                lambda logits, tokens: -_scored(logits, tokens, normalise=False).mean()),
+        Mistake("ntl-softmax-overflows",
+                "the softmax does not subtract each row's maximum: exp(1000) overflows to inf "
+                "and the loss is NaN or inf",
+                "01 §3 · Softmax, without overflow",
+                lambda logits, tokens: -_scored(logits, tokens, stable=False).mean()),
+    ),
+)
+
+# ── 10.2 · next_token_probabilities ───────────────────────────────────────────────────────────
+
+
+def _probabilities(logits, temperature=1.0, top_k=None, *, multiply=False, smallest=False,
+                   extra=0, renormalise=True, power=False):
+    """Sampling probabilities with the switches of the mistakes below."""
+    z = np.asarray(logits, dtype=float)
+    z = z * temperature if multiply else (z if power else z / temperature)
+    keep = np.ones(z.shape, dtype=bool)
+    if top_k is not None:
+        order = np.argsort(z, axis=-1)
+        chosen = order[..., :top_k + extra] if smallest else order[..., -(top_k + extra):]
+        keep = np.zeros(z.shape, dtype=bool)
+        np.put_along_axis(keep, chosen, True, axis=-1)
+    if renormalise:
+        z = np.where(keep, z, -np.inf)
+    p = np.exp(z - z.max(axis=-1, keepdims=True))
+    p /= p.sum(axis=-1, keepdims=True)
+    if power:
+        p = p ** (1.0 / temperature)  # sharpened, never summed to 1 again
+    return p if renormalise else np.where(keep, p, 0.0)
+
+
+def _sampling_case(label, shape, **kwargs):
+    return Case(label, (_rng.normal(size=shape) * 2,), kwargs)
+
+
+_SECTION_4 = "10 §4 · Sampling: temperature and top-k"
+
+PROBABILITIES = Exercise(
+    key="10.2", name="next_token_probabilities", reference=next_token_probabilities,
+    see=_SECTION_4,
+    cases=(
+        Case("logits [[0, ln 2, ln 3]] at temperature 1, all kept (by hand: softmax gives "
+             "[1, 2, 3] / 6)", (np.log([[1.0, 2.0, 3.0]]),)),
+        _sampling_case("2 rows of 6 logits, temperature 0.5", (2, 6), temperature=0.5),
+        _sampling_case("2 rows of 6 logits, temperature 2, top_k = 3", (2, 6), temperature=2.0,
+                       top_k=3),
+        _sampling_case("a batch (2, 3, 10), temperature 1, top_k = 1 (greedy)", (2, 3, 10),
+                       top_k=1),
+        _sampling_case("3 rows of 65 logits, temperature 0.8, top_k = 10", (3, 65),
+                       temperature=0.8, top_k=10),
+    ),
+    mistakes=(
+        Mistake("ntp-multiplies-temperature",
+                "the logits are multiplied by the temperature; they are divided by it "
+                "(a low temperature sharpens the distribution)",
+                _SECTION_4, lambda logits, temperature=1.0, top_k=None:
+                    _probabilities(logits, temperature, top_k, multiply=True)),
+        Mistake("ntp-ignores-temperature",
+                "the temperature is ignored",
+                _SECTION_4, lambda logits, temperature=1.0, top_k=None:
+                    _probabilities(logits, 1.0, top_k)),
+        Mistake("ntp-power-not-renormalised",
+                "the probabilities are raised to 1 / temperature after the softmax and not "
+                "divided by their sum again: they no longer add up to 1",
+                _SECTION_4, lambda logits, temperature=1.0, top_k=None:
+                    _probabilities(logits, temperature, top_k, power=True)),
+        Mistake("ntp-ignores-top-k",
+                "top_k is ignored: every token keeps its probability",
+                _SECTION_4, lambda logits, temperature=1.0, top_k=None:
+                    _probabilities(logits, temperature, None)),
+        Mistake("ntp-top-k-smallest",
+                "the k *smallest* logits are kept; top-k keeps the k largest",
+                _SECTION_4, lambda logits, temperature=1.0, top_k=None:
+                    _probabilities(logits, temperature, top_k, smallest=True)),
+        Mistake("ntp-top-k-one-too-many",
+                "k + 1 tokens are kept (an off-by-one at the cut)",
+                _SECTION_4, lambda logits, temperature=1.0, top_k=None:
+                    _probabilities(logits, temperature, top_k, extra=1)),
+        Mistake("ntp-top-k-not-renormalised",
+                "the tokens outside the top k are zeroed after the softmax, and what is left "
+                "is not divided by its sum: the probabilities add up to less than 1",
+                _SECTION_4, lambda logits, temperature=1.0, top_k=None:
+                    _probabilities(logits, temperature, top_k, renormalise=False)),
+    ),
+)
+
+# ── 10.3 · bigram_loss ────────────────────────────────────────────────────────────────────────
+
+
+def _bigram(train_ids, val_ids, vocab, *, add=1.0, swap=False, joint=False, plain_rows=False,
+            counted=None, unigram=False):
+    """The smoothed bigram loss with the switches of the mistakes below."""
+    source = train_ids if counted is None else counted
+    counts = np.full((vocab, vocab), add)
+    np.add.at(counts, (source[:-1], source[1:]), 1.0)
+    if unigram:
+        p = np.bincount(source, minlength=vocab) + add
+        return float(-np.log(p / p.sum())[val_ids[1:]].mean())
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if joint:
+            p = counts / counts.sum()
+        elif swap:  # each column normalised: p(previous | next)
+            p = counts / counts.sum(axis=0, keepdims=True)
+        elif plain_rows:  # (count + 1) / the row's count of pairs, without + vocab
+            p = counts / (counts - add).sum(axis=1, keepdims=True)
+        else:
+            p = counts / counts.sum(axis=1, keepdims=True)
+        return float(-np.log(p[val_ids[:-1], val_ids[1:]]).mean())
+
+
+def _ids(n, vocab):
+    return _rng.integers(0, vocab, size=n)
+
+
+_SECTION_3 = "10 §3 · What a model must beat"
+
+BIGRAM = Exercise(
+    key="10.3", name="bigram_loss", reference=bigram_loss, see=_SECTION_3,
+    cases=(
+        Case("train 'abab' and validation 'ab' as ids [0, 1, 0, 1] and [0, 1], 2 characters "
+             "(by hand: 'a' was followed by 'b' twice and by 'a' never, so with one added to "
+             "each count p(b | a) = 3/4, and the loss is -ln 3/4 = 0.288)",
+             (np.array([0, 1, 0, 1]), np.array([0, 1]), 2)),
+        Case("400 training and 50 validation ids of 5 characters", (_ids(400, 5), _ids(50, 5), 5)),
+        Case("a vocabulary of 8 characters of which training uses only 4 (pairs it never saw)",
+             (_ids(300, 4), np.r_[_ids(40, 8), 7, 6], 8)),
+    ),
+    mistakes=(
+        Mistake("bigram-no-smoothing",
+                "the counts get no +1: a pair the training text never had has probability 0, "
+                "and its -ln 0 makes the loss infinite",
+                _SECTION_3, lambda t, v, vocab: _bigram(t, v, vocab, add=0.0)),
+        Mistake("bigram-conditions-on-the-next-character",
+                "each row of counts is normalised over the *previous* character: that is "
+                "p(previous | next); the prediction is p(next | previous)",
+                _SECTION_3, lambda t, v, vocab: _bigram(t, v, vocab, swap=True)),
+        Mistake("bigram-joint-not-conditional",
+                "the counts are divided by the number of all pairs: that is the joint "
+                "probability p(previous, next); divide each row by its own sum",
+                _SECTION_3, lambda t, v, vocab: _bigram(t, v, vocab, joint=True)),
+        Mistake("bigram-denominator-without-vocabulary",
+                "each count + 1 is divided by the row's count alone; with one added to each of "
+                "the vocab entries of a row, the row's sum grows by vocab too",
+                _SECTION_3, lambda t, v, vocab: _bigram(t, v, vocab, plain_rows=True)),
+        Mistake("bigram-counts-the-validation-text",
+                "the pairs are counted in the validation text: the loss then measures how well "
+                "the text predicts itself; count the training text",
+                _SECTION_3, lambda t, v, vocab: _bigram(t, v, vocab, counted=v)),
+        Mistake("bigram-ignores-the-previous-character",
+                "each character is predicted from the training text's character frequencies "
+                "alone: that is the unigram loss; the bigram looks one character back",
+                _SECTION_3, lambda t, v, vocab: _bigram(t, v, vocab, unigram=True)),
+    ),
+)
+
+EXERCISES = (NEXT_TOKEN_LOSS, PROBABILITIES, BIGRAM)

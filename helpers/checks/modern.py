@@ -1,0 +1,330 @@
+"""Exercises of notebook 09: RMSNorm, SwiGLU, RoPE and grouped-query attention."""
+
+import numpy as np
+
+from helpers.checks.core import Case, Exercise, Mistake
+from helpers.modern import GroupedQueryAttention, RMSNorm, SwiGLU, rope
+from helpers.transformer import causal_mask, merge_heads, pe_frequencies, split_heads
+
+_rng = np.random.default_rng(109)  # the cases are the same on every run and every machine
+
+# ── 09.1 · rms_norm ───────────────────────────────────────────────────────────────────────────
+
+
+def _rms_norm(x, gamma, eps=1e-5):
+    """The library's RMSNorm with the given gamma."""
+    norm = RMSNorm(x.shape[-1], eps)
+    norm.load_parameters({"gamma": np.asarray(gamma, dtype=float)})
+    return norm.forward(x)
+
+
+def _divided(x, gamma, eps=1e-5, *, axis=-1, centre=False, root=True, inside=True,
+             reduce=np.mean):
+    """x (centred or not) divided by the root of reduce(x^2) along `axis`, with the switches of
+    the mistakes below."""
+    if centre:
+        x = x - x.mean(axis=axis, keepdims=True)
+    square = reduce(x * x, axis=axis, keepdims=True)
+    if not root:
+        return x / (square + eps) * gamma
+    return x / (np.sqrt(square + eps) if inside else np.sqrt(square) + eps) * gamma
+
+
+_SECTION_1 = "09 §1 · RMSNorm: LayerNorm without the mean"
+
+RMS_NORM = Exercise(
+    key="09.1", name="rms_norm", reference=_rms_norm, see=_SECTION_1,
+    cases=(
+        Case("x = [[3, 4], [0, 0]], γ = 1 (by hand: √((9 + 16) / 2) = 3.54, so row 0 is "
+             "[0.85, 1.13]; the zero row stays 0)",
+             (np.array([[3.0, 4.0], [0.0, 0.0]]), np.ones(2))),
+        Case("x of shape (3, 8) whose rows have means far from 0, random γ",
+             (_rng.normal(size=(3, 8)) + np.array([[2.0], [-3.0], [0.5]]), _rng.normal(size=8))),
+        Case("a batch x of shape (2, 3, 6), random γ",
+             (_rng.normal(size=(2, 3, 6)) * 2, _rng.normal(size=6))),
+        Case("eps = 0.1, rows of rms 1, 0.1 and 0",
+             (np.vstack([_rng.choice([-1.0, 1.0], 5), _rng.choice([-0.1, 0.1], 5), np.zeros(5)]),
+              _rng.normal(size=5)), {"eps": 0.1}),
+    ),
+    mistakes=(
+        Mistake("rms-subtracts-mean",
+                "the mean is subtracted first: that is LayerNorm (without β); RMSNorm divides x "
+                "itself by its root mean square",
+                _SECTION_1, lambda x, gamma, eps=1e-5: _divided(x, gamma, eps, centre=True)),
+        Mistake("rms-divides-by-std",
+                "x is divided by its standard deviation (np.std centres x first); RMSNorm "
+                "divides by √(mean(x²) + ε), with no mean taken out",
+                _SECTION_1, lambda x, gamma, eps=1e-5:
+                    x / np.sqrt(x.var(axis=-1, keepdims=True) + eps) * gamma),
+        Mistake("rms-no-sqrt",
+                "x is divided by mean(x²) + ε, not by its square root",
+                _SECTION_1, lambda x, gamma, eps=1e-5: _divided(x, gamma, eps, root=False)),
+        Mistake("rms-eps-outside-sqrt",
+                "ε is added outside the square root, x / (√mean(x²) + ε); it belongs inside",
+                "05 §1 · Three near-misses",
+                lambda x, gamma, eps=1e-5: _divided(x, gamma, eps, inside=False)),
+        Mistake("rms-no-eps",
+                "there is no ε: a row of zeros divides 0 by 0 and gives NaN",
+                _SECTION_1, lambda x, gamma, eps=1e-5: _divided(x, gamma, 0.0)),
+        Mistake("rms-ignores-eps",
+                "ε is fixed at 1e-5: the `eps` argument is ignored",
+                _SECTION_1, lambda x, gamma, eps=1e-5: _rms_norm(x, gamma)),
+        Mistake("rms-sum-not-mean",
+                "the squares are summed, not averaged: x / √(Σx² + ε) is x over its length, "
+                "√d times smaller than x over its root mean square",
+                _SECTION_1, lambda x, gamma, eps=1e-5: _divided(x, gamma, eps, reduce=np.sum)),
+        Mistake("rms-over-axis-0",
+                "the mean of the squares is taken over axis 0 (the batch), not over the "
+                "features of each position (the last axis)",
+                "05 §1 · Three near-misses",
+                lambda x, gamma, eps=1e-5: _divided(x, gamma, eps, axis=0)),
+        Mistake("rms-over-everything",
+                "the mean of the squares is taken over the whole array (no axis): each position "
+                "needs its own, over its features (axis=-1, keepdims=True)",
+                "05 §1 · Three near-misses",
+                lambda x, gamma, eps=1e-5: x / np.sqrt((x * x).mean() + eps) * gamma),
+        Mistake("rms-no-gamma",
+                "γ is not applied: the result is only divided by the root mean square",
+                _SECTION_1, lambda x, gamma, eps=1e-5: _divided(x, 1.0, eps)),
+    ),
+)
+
+# ── 09.2 · swiglu ─────────────────────────────────────────────────────────────────────────────
+
+
+def _swiglu(x, W_1, V, W_2):
+    """The library's SwiGLU with the given weights."""
+    ffn = SwiGLU(W_1.shape[0], W_1.shape[1], np.random.default_rng(0))
+    ffn.load_parameters({"W_1": W_1, "V": V, "W_2": W_2})
+    return ffn.forward(x)
+
+
+def _swish(a):
+    return a / (1.0 + np.exp(-a))
+
+
+def _gated(x, W_1, V, W_2, *, gate=_swish, on_value=False, combine=np.multiply, down=True):
+    a, b = x @ W_1, x @ V
+    hidden = combine(a, gate(b)) if on_value else combine(gate(a), b)
+    return hidden @ W_2 if down else hidden
+
+
+def _weights(d, d_ff, shift=0.0):
+    return (_rng.normal(size=(d, d_ff)) + shift, _rng.normal(size=(d, d_ff)),
+            _rng.normal(size=(d_ff, d)) / np.sqrt(d_ff))
+
+
+_SECTION_2 = "09 §2 · SwiGLU: a gated feed-forward network"
+
+SWIGLU = Exercise(
+    key="09.2", name="swiglu", reference=_swiglu, see=_SECTION_2,
+    cases=(
+        Case("x = [[2, 0]], W_1 = I, V = all ones, W_2 = [[1, 0], [1, 1]] (by hand: a = [2, 0], "
+             "Swish(2) = 2 σ(2) = 1.76, the gate times x V = [2, 2] gives [3.52, 0], and W_2 "
+             "maps that to [[3.52, 0]])",
+             (np.array([[2.0, 0.0]]), np.eye(2), np.ones((2, 2)), np.array([[1.0, 0.0],
+                                                                            [1.0, 1.0]]))),
+        Case("x of shape (3, 4), d_ff = 6", (_rng.normal(size=(3, 4)), *_weights(4, 6))),
+        Case("a batch x of shape (2, 3, 4), d_ff = 5, gates from -6 to 6",
+             (_rng.normal(size=(2, 3, 4)) * 2, *_weights(4, 5, shift=0.5))),
+    ),
+    mistakes=(
+        Mistake("swiglu-relu-gate",
+                "the gate is ReLU(x W_1): that is ReGLU; SwiGLU's gate is Swish(a) = a σ(a), "
+                "smooth and slightly negative below 0",
+                _SECTION_2, lambda x, W_1, V, W_2: _gated(x, W_1, V, W_2,
+                                                          gate=lambda a: np.maximum(a, 0))),
+        Mistake("swiglu-sigmoid-gate",
+                "the gate is σ(x W_1), the original GLU; Swish multiplies it by a once more: "
+                "Swish(a) = a σ(a)",
+                _SECTION_2, lambda x, W_1, V, W_2: _gated(x, W_1, V, W_2,
+                                                          gate=lambda a: 1 / (1 + np.exp(-a)))),
+        Mistake("swiglu-swish-on-value",
+                "Swish is applied to x V and x W_1 passes unchanged: the roles of W_1 (the "
+                "gate, through Swish) and V (the value it gates) are swapped",
+                _SECTION_2, lambda x, W_1, V, W_2: _gated(x, W_1, V, W_2, on_value=True)),
+        Mistake("swiglu-no-value",
+                "x V is left out: Swish(x W_1) W_2 is a plain feed-forward network with Swish; "
+                "the gate must multiply x V",
+                _SECTION_2, lambda x, W_1, V, W_2: _swish(x @ W_1) @ W_2),
+        Mistake("swiglu-adds-not-multiplies",
+                "the two branches are added, Swish(x W_1) + x V; the gate multiplies them, "
+                "element by element",
+                _SECTION_2, lambda x, W_1, V, W_2: _gated(x, W_1, V, W_2, combine=np.add)),
+        Mistake("swiglu-swish-of-product",
+                "Swish is applied to the product, Swish(x W_1 · x V); it gates x V from x W_1 "
+                "alone: Swish(x W_1) · x V",
+                _SECTION_2, lambda x, W_1, V, W_2: _swish((x @ W_1) * (x @ V)) @ W_2),
+        Mistake("swiglu-no-down-projection",
+                "W_2 is not applied: the hidden layer (width d_ff) is returned instead of the "
+                "output of width d_model",
+                _SECTION_2, lambda x, W_1, V, W_2: _gated(x, W_1, V, W_2, down=False)),
+    ),
+)
+
+# ── 09.3 · rope ───────────────────────────────────────────────────────────────────────────────
+
+
+def _rotate(x, start=0, *, sign=1.0, halves=False, offset=0, frequencies=None, swap=False):
+    """Rotate pairs of the last axis by sign * position * w_i, with the switches of the
+    mistakes below."""
+    T, d = x.shape[-2], x.shape[-1]
+    w = pe_frequencies(d) if frequencies is None else frequencies(d)
+    angles = sign * (np.arange(T) + start + offset)[:, None] * w  # (T, d/2)
+    cos, sin = np.cos(angles), np.sin(angles)
+    if swap:
+        cos, sin = sin, cos
+    first, second = ((x[..., :d // 2], x[..., d // 2:]) if halves
+                     else (x[..., 0::2], x[..., 1::2]))
+    new_first, new_second = first * cos - second * sin, first * sin + second * cos
+    out = np.empty_like(x)
+    if halves:
+        out[..., :d // 2], out[..., d // 2:] = new_first, new_second
+    else:
+        out[..., 0::2], out[..., 1::2] = new_first, new_second
+    return out
+
+
+_SECTION_3 = "09 §3 · RoPE: positions as rotations of the queries and keys"
+
+ROPE = Exercise(
+    key="09.3", name="rope", reference=lambda x, start=0: rope(x, start), see=_SECTION_3,
+    cases=(
+        Case("x = [[1, 0, 1, 0]] at position 1 (start = 1; by hand: pair 0 turns by 1 radian, "
+             "to [cos 1, sin 1] = [0.54, 0.84], pair 1 by 1/100, to [1.00, 0.01])",
+             (np.array([[1.0, 0.0, 1.0, 0.0]]),), {"start": 1}),
+        Case("x of shape (5, 8), start = 0", (_rng.normal(size=(5, 8)),)),
+        Case("a batch x of shape (2, 3, 6, 4) (batch, heads, positions, d_k), start = 7",
+             (_rng.normal(size=(2, 3, 6, 4)),), {"start": 7}),
+        Case("one pair per position, x of shape (4, 2), start = 2",
+             (_rng.normal(size=(4, 2)),), {"start": 2}),
+    ),
+    mistakes=(
+        Mistake("rope-wrong-direction",
+                "each pair turns by minus its angle: (x₀, x₁) goes to (x₀ cos θ + x₁ sin θ, "
+                "-x₀ sin θ + x₁ cos θ); RoPE turns it forwards, x₀ cos θ - x₁ sin θ first",
+                _SECTION_3, lambda x, start=0: _rotate(x, start, sign=-1.0)),
+        Mistake("rope-halves-layout",
+                "feature i is paired with feature i + d/2 (GPT-NeoX's layout, rotate_half); "
+                "this exercise pairs neighbours, (x[2i], x[2i+1]), as RoFormer and llama do",
+                _SECTION_3, lambda x, start=0: _rotate(x, start, halves=True)),
+        Mistake("rope-ignores-start",
+                "`start` is ignored: the positions always begin at 0, so a cached step would "
+                "rotate its new token as if it were the first",
+                "09 §6 · A decoder-only model, generating with a KV cache",
+                lambda x, start=0: _rotate(x, 0)),
+        Mistake("rope-positions-from-one",
+                "the positions count from 1 (start + 1, start + 2, ...); they are start, "
+                "start + 1, ...",
+                _SECTION_3, lambda x, start=0: _rotate(x, start, offset=1)),
+        Mistake("rope-frequencies-i-over-d",
+                "the frequencies are 1 / 10000^(i / d); they are notebook 03's, "
+                "1 / 10000^(2i / d), one per pair i = 0 .. d/2 - 1",
+                "03 §2 · The sinusoidal encoding",
+                lambda x, start=0: _rotate(x, start, frequencies=lambda d:
+                                           1.0 / 10000.0 ** (np.arange(d // 2) / d))),
+        Mistake("rope-one-frequency",
+                "every pair turns at the first frequency, 1 radian per position; pair i turns "
+                "at w_i = 1 / 10000^(2i / d), slower and slower",
+                "03 §3 · The wavelengths",
+                lambda x, start=0: _rotate(x, start, frequencies=lambda d: np.ones(d // 2))),
+        Mistake("rope-cos-sin-swapped",
+                "cos and sin are swapped: (x₀ sin θ - x₁ cos θ, x₀ cos θ + x₁ sin θ) does not "
+                "even leave position 0 unchanged",
+                _SECTION_3, lambda x, start=0: _rotate(x, start, swap=True)),
+    ),
+)
+
+# ── 09.4 · grouped_query_attention ────────────────────────────────────────────────────────────
+
+
+def _gqa_reference(x, W_q, W_k, W_v, W_o, n_heads, n_kv_heads):
+    """The library's GroupedQueryAttention with these weights, no biases, no RoPE, causal."""
+    d = x.shape[-1]
+    layer = GroupedQueryAttention(d, n_heads, n_kv_heads, np.random.default_rng(0), rope=False)
+    params = layer.parameters()
+    params.update({"W_q": W_q, "W_k": W_k, "W_v": W_v, "W_o": W_o})
+    layer.load_parameters({k: (v if k.startswith("W") else np.zeros_like(v))
+                           for k, v in params.items()})
+    return layer.forward(x, x, x, causal_mask(x.shape[-2]))
+
+
+def _gqa(x, W_q, W_k, W_v, W_o, n_heads, n_kv_heads, *, share="repeat", mask=True,
+         scale=None, project=True, split="transpose", after=False):
+    """Grouped-query attention with the switches of the mistakes below."""
+    B, T, d = x.shape
+    d_k = d // n_heads
+
+    def heads(a, n):
+        if split == "transpose":
+            return split_heads(a, n)
+        return a.reshape(B, n, T, d_k)  # no transpose: the wrong numbers in each head
+
+    Q, K, V = heads(x @ W_q, n_heads), heads(x @ W_k, n_kv_heads), heads(x @ W_v, n_kv_heads)
+    group = n_heads // n_kv_heads
+    if share == "repeat":
+        K, V = np.repeat(K, group, axis=1), np.repeat(V, group, axis=1)
+    else:  # tile: query head i reads key/value head i % g
+        K, V = np.tile(K, (1, group, 1, 1)), np.tile(V, (1, group, 1, 1))
+    scores = Q @ K.swapaxes(-1, -2) / (np.sqrt(d_k) if scale is None else scale)
+    blocked = causal_mask(T)
+    if mask and not after:
+        scores = np.where(blocked, -np.inf, scores)
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    weights /= weights.sum(-1, keepdims=True)
+    if after:
+        weights = weights * ~blocked
+    out = merge_heads(weights @ V)
+    return out @ W_o if project else out
+
+
+def _gqa_case(B, T, d, h, g):
+    d_k = d // h
+    return (_rng.normal(size=(B, T, d)), *(_rng.normal(size=(d, w)) / np.sqrt(d)
+                                           for w in (d, g * d_k, g * d_k, d)), h, g)
+
+
+_SECTION_4 = "09 §4 · Grouped-query attention: fewer keys and values to keep"
+
+GQA = Exercise(
+    key="09.4", name="grouped_query_attention", reference=_gqa_reference, see=_SECTION_4,
+    cases=(
+        Case("one position, B = 1, T = 1, d_model = 4, h = 2 query heads, g = 1 (by hand: "
+             "a lone query can only read itself, so the output is x W_v, repeated for both "
+             "heads, times W_o)", _gqa_case(1, 1, 4, 2, 1)),
+        Case("B = 1, T = 4, d_model = 8, h = 4, g = 2", _gqa_case(1, 4, 8, 4, 2)),
+        Case("B = 2, T = 5, d_model = 8, h = 4, g = 1 (multi-query)", _gqa_case(2, 5, 8, 4, 1)),
+        Case("B = 2, T = 3, d_model = 12, h = 6, g = 3", _gqa_case(2, 3, 12, 6, 3)),
+    ),
+    mistakes=(
+        Mistake("gqa-tile-not-repeat",
+                "query head i reads key/value head i % g (np.tile); the heads of a group sit "
+                "next to each other, so head i reads head i // (h / g) (np.repeat)",
+                _SECTION_4, lambda *a: _gqa(*a, share="tile")),
+        Mistake("gqa-no-causal-mask",
+                "there is no causal mask: every position reads the later ones too",
+                "04 §1 · The causal mask: no looking ahead", lambda *a: _gqa(*a, mask=False)),
+        Mistake("gqa-mask-after-softmax",
+                "the causal mask zeroes the weights after the softmax: the rows no longer sum "
+                "to 1; mask the scores (-inf) before it",
+                "04 §3 · Mask before the softmax, not after", lambda *a: _gqa(*a, after=True)),
+        Mistake("gqa-scale-by-d-model",
+                "the scores are divided by √d_model; each head's are divided by √d_k, the "
+                "width of one head",
+                "01 §4 · Why divide by √d_k",
+                lambda x, *a: _gqa(x, *a, scale=np.sqrt(x.shape[-1]))),
+        Mistake("gqa-no-scaling",
+                "the scores are not divided by √d_k",
+                "01 §4 · Why divide by √d_k", lambda *a: _gqa(*a, scale=1.0)),
+        Mistake("gqa-no-output-projection",
+                "W_o is not applied: the merged heads are returned",
+                "02 §3 · The layer in ten lines", lambda *a: _gqa(*a, project=False)),
+        Mistake("gqa-split-without-transpose",
+                "the heads are split by one reshape to (B, h, T, d_k), without the transpose: "
+                "each head gets pieces of several positions",
+                "02 §2 · Split and merge, one step at a time",
+                lambda *a: _gqa(*a, split="reshape")),
+    ),
+)
+
+EXERCISES = (RMS_NORM, SWIGLU, ROPE, GQA)

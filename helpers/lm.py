@@ -1,0 +1,271 @@
+"""The character language model of notebook 10: the text as token ids, batches of random windows,
+reference losses, AdamW and the cosine schedule, the training recipe, sampling, and the measures
+of what a model learned.
+
+Every definition below is written in notebook 10 first, in a cell that starts with
+``# saved in helpers/lm.py``; ``tests/test_sync.py`` proves the two copies are identical.
+The model is notebook 09's DecoderOnly and the loop notebook 07's train(); nothing here
+re-implements a block, a backward pass or the generation loop.
+"""
+
+import math
+import re
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from helpers.decoding import generate
+from helpers.modern import DecoderOnly, DecoderOnlyConfig
+from helpers.module import clear_caches
+from helpers.training import Adam, cross_entropy, train
+from helpers.validation import check_positive_int
+
+# ── 10 · A language model that learns to write ────────────────────────────────────────────────
+
+
+class Characters:
+    """The vocabulary of a text: its distinct characters, sorted, each one a token id."""
+
+    def __init__(self, text):
+        self.chars = sorted(set(text))
+        self.ids = {c: i for i, c in enumerate(self.chars)}
+
+    def __len__(self):
+        return len(self.chars)
+
+    def encode(self, text):
+        """A string -> token ids (int64); a character the vocabulary lacks raises a ValueError."""
+        unknown = sorted(set(text) - set(self.ids))
+        if unknown:
+            raise ValueError(f"characters not in the vocabulary: {unknown[:5]}")
+        return np.array([self.ids[c] for c in text], dtype=np.int64)
+
+    def decode(self, ids):
+        """Token ids -> the string."""
+        return "".join(self.chars[int(i)] for i in np.asarray(ids).reshape(-1))
+
+
+def split(ids, train_fraction=0.9):
+    """(train, val): the first 90% of the ids and the last 10%, as nanoGPT splits the text."""
+    n = int(train_fraction * len(ids))
+    return ids[:n], ids[n:]
+
+
+def windows(data, rng, batch, context):
+    """A batch of `batch` random windows of the ids `data`: x (batch, context) and y, the same
+    windows one character later (position t of y is what position t of x must predict)."""
+    starts = rng.integers(0, len(data) - context, size=batch)  # as nanoGPT's get_batch
+    rows = starts[:, None] + np.arange(context)  # (batch, context)
+    return data[rows], data[rows + 1]
+
+
+def unigram_loss(train_ids, val_ids, vocab):
+    """Cross-entropy (nats per character) of val_ids under the training text's character
+    frequencies, each count plus one (so that a character unseen in training is not infinitely
+    surprising)."""
+    counts = np.bincount(train_ids, minlength=vocab) + 1.0
+    log_p = np.log(counts / counts.sum())
+    return float(-log_p[val_ids].mean())
+
+
+def bigram_loss(train_ids, val_ids, vocab):
+    """Cross-entropy of val_ids[1:] given the character before it, with the training text's
+    pair counts, each plus one: the best a model that sees one character back can do, about."""
+    counts = np.ones((vocab, vocab))
+    np.add.at(counts, (train_ids[:-1], train_ids[1:]), 1.0)
+    log_p = np.log(counts / counts.sum(axis=1, keepdims=True))  # (vocab, vocab): row = previous
+    return float(-log_p[val_ids[:-1], val_ids[1:]].mean())
+
+
+def next_token_probabilities(logits, temperature=1.0, top_k=None):
+    """Logits (..., vocab) -> the probabilities a sampler draws from: the logits divided by the
+    temperature (below 1: sharper, above 1: flatter), only the top_k largest kept (None: all),
+    then the softmax."""
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature!r}")
+    z = np.asarray(logits, dtype=np.float64) / temperature
+    if top_k is not None:
+        top_k = check_positive_int(top_k, "top_k")
+        kth = np.sort(z, axis=-1)[..., -min(top_k, z.shape[-1]), None]  # the k-th largest
+        z = np.where(z < kth, -np.inf, z)
+    z = np.exp(z - z.max(axis=-1, keepdims=True))
+    return z / z.sum(axis=-1, keepdims=True)
+
+
+def sampler(rng, temperature=1.0, top_k=None):
+    """A `pick` for generate(): draws each next token from next_token_probabilities, with rng."""
+    def pick(logits):
+        p = next_token_probabilities(logits, temperature, top_k)  # (B, vocab)
+        u = rng.random((len(p), 1))
+        return np.minimum((np.cumsum(p, axis=-1) < u).sum(axis=-1), p.shape[-1] - 1)  # (B,)
+    return pick
+
+
+def write(model, prompt_ids, n, *, pick=None, context=None):
+    """Continue prompt_ids (B, T0) by n tokens with generate() (greedy, or `pick`), its KV cache
+    included. A model trained on windows of `context` tokens never saw a later position, so a
+    longer text is written in pieces: each piece starts from the last context // 2 tokens."""
+    tokens = np.asarray(prompt_ids)
+    context = context or model.config.max_len
+    while tokens.shape[1] - prompt_ids.shape[1] < n:
+        keep = tokens[:, -(context // 2):] if tokens.shape[1] > context // 2 else tokens
+        steps = min(n - (tokens.shape[1] - prompt_ids.shape[1]), context - keep.shape[1])
+        out, _ = generate(model, keep, steps, pick=pick)
+        tokens = np.concatenate([tokens, out[:, keep.shape[1]:]], axis=1)
+    return tokens
+
+
+WORD = re.compile(r"[A-Za-z']{3,}")  # 3 letters or more: a random "a" or "I" is right by chance
+SPEAKER = re.compile(r"^[A-Z][A-Za-z' ]*:$")
+
+
+def known_word_share(text, vocabulary):
+    """The share of the words of `text` (WORD: three or more letters and apostrophes) that occur
+    in `vocabulary`, a set of words (say, those of the training text)."""
+    words = WORD.findall(text)
+    return sum(w in vocabulary for w in words) / len(words) if words else 0.0
+
+
+def speaker_line_share(text):
+    """The share of the non-empty lines of `text` shaped like a speaker's name and a colon, as
+    the play's own lines are ("MENENIUS:", "First Citizen:")."""
+    lines = [line for line in text.split("\n") if line.strip()]
+    return sum(bool(SPEAKER.match(line)) for line in lines) / len(lines) if lines else 0.0
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (Loshchilov and Hutter, 2019), as nanoGPT uses it:
+    before each Adam step every parameter with two or more axes (the matrices and the
+    embedding) shrinks by the factor 1 - lr * weight_decay; biases and norm gains do not."""
+
+    def __init__(self, params, *, weight_decay=0.1, **adam):
+        super().__init__(params, **adam)
+        self.weight_decay = weight_decay
+        self.decayed = [p for p in params.values() if p.ndim >= 2]
+
+    def step(self, grads, lr):
+        for p in self.decayed:
+            p *= 1.0 - lr * self.weight_decay
+        super().step(grads, lr)
+
+
+def cosine_schedule(peak, warmup, total, floor):
+    """nanoGPT's learning rate at step it = 0, 1, ...: a linear warm-up to `peak` over `warmup`
+    steps, then half a cosine down to `floor` at step `total`, then `floor`. train() counts its
+    steps from 1: pass lambda step: rate(step - 1)."""
+    def rate(it):
+        if it < warmup:
+            return peak * (it + 1) / (warmup + 1)
+        if it > total:
+            return floor
+        ratio = (it - warmup) / (total - warmup)  # 0 .. 1
+        return floor + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (peak - floor)
+    return rate
+
+
+def estimate_loss(model, data, rng, *, batches=20, batch=12, context=64):
+    """nanoGPT's estimate of a loss: the mean over `batches` random windows (batch x context)."""
+    losses = []
+    for _ in range(batches):
+        x, y = windows(data, rng, batch, context)
+        losses.append(cross_entropy(model.forward(x), y)[0])
+    clear_caches(model)  # no backward follows
+    return float(np.mean(losses))
+
+
+def split_loss(model, data, *, context=64, rows=32):
+    """The loss over a whole split: every character predicted once, in consecutive windows of
+    `context` characters (each window read as in training, from its own first character), `rows`
+    windows per forward (small batches keep the activations in the CPU's cache: 256 took 1.4
+    times as long on a laptop core)."""
+    n = (len(data) - 1) // context
+    x = data[:n * context].reshape(n, context)
+    y = data[1:n * context + 1].reshape(n, context)
+    total = 0.0
+    for i in range(0, n, rows):
+        total += cross_entropy(model.forward(x[i:i + rows]), y[i:i + rows])[0] * len(x[i:i + rows])
+    clear_caches(model)
+    return total / n
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How a language model is trained: batches of `batch` windows of `context` characters,
+    AdamW (betas, weight decay) with cosine_schedule(peak, warmup, steps, floor), gradients
+    clipped to `clip`, evaluated every `eval_every` steps. NANOGPT_CPU is nanoGPT's documented
+    CPU recipe for Shakespeare; the others are this series'."""
+
+    steps: int = 2000
+    batch: int = 12
+    context: int = 64
+    peak: float = 1e-3
+    floor: float = 1e-4
+    warmup: int = 100
+    beta2: float = 0.99
+    weight_decay: float = 0.1
+    clip: float = 1.0
+    eval_every: int = 250
+
+
+NANOGPT_CPU = Recipe()
+
+
+def train_lm(model, train_ids, val_ids, recipe, *, seed=0, callback=None):
+    """Train `model` (a DecoderOnly) to predict the next character of train_ids with `recipe`;
+    every recipe.eval_every steps history["val"] and history["train"] get nanoGPT's 20-batch
+    estimates, and history["eval_seconds"] the time they took. Batches and estimates draw from
+    generators seeded with `seed`. Returns history (train()'s, with "seconds": the wall time
+    of the training steps alone)."""
+    batch_rng, eval_rng, spent = np.random.default_rng(seed), np.random.default_rng(seed + 1), [0.0]
+    rate = cosine_schedule(recipe.peak, recipe.warmup, recipe.steps, recipe.floor)
+
+    def batches(step):
+        x, y = windows(train_ids, batch_rng, recipe.batch, recipe.context)
+        return (x,), y
+
+    def evaluate(model):
+        start = time.perf_counter()
+        scores = {name: estimate_loss(model, data, eval_rng, batch=recipe.batch,
+                                      context=recipe.context)
+                  for name, data in (("val", val_ids), ("train", train_ids))}
+        spent[0] += time.perf_counter() - start
+        return {**scores, "eval_seconds": spent[0]}
+
+    optimizer = AdamW(model.parameters(), beta2=recipe.beta2, eps=1e-8,
+                      weight_decay=recipe.weight_decay)
+    start = time.perf_counter()
+    history = train(model, batches, cross_entropy, lambda step: rate(step - 1),
+                    steps=recipe.steps, clip=recipe.clip, evaluate=evaluate,
+                    eval_every=recipe.eval_every, callback=callback, optimizer=optimizer)
+    history["seconds"] = time.perf_counter() - start - spent[0]
+    return history
+
+
+LM_CONFIG = DecoderOnlyConfig(vocab=65, d_model=128, n_heads=4, d_ff=344, n_layers=4,
+                              max_len=64, tie_output=True, dtype="float32")
+
+
+def lm_model(config=LM_CONFIG, seed=0):
+    """A fresh DecoderOnly of `config` (default: nanoGPT's CPU sizes, today's pieces)."""
+    return DecoderOnly.from_config(config, np.random.default_rng(seed))
+
+
+def head_pattern_shares(weights, text):
+    """What one head's attention weights (T, T) on `text` (T characters) put on three kinds of
+    earlier positions, averaged over the queries that have one: the previous character, the
+    first character of the query's own word (after the last space or newline before it), and
+    the first character of its line. A window cut mid-word or mid-line does not show where that
+    word or line starts, so queries whose space or newline lies outside `text` are skipped."""
+    T = len(text)
+    previous = np.mean([weights[t, t - 1] for t in range(1, T)])
+    word_start, line_start = [], []
+    for t in range(1, T):
+        gap = max(text.rfind(" ", 0, t), text.rfind("\n", 0, t))
+        newline = text.rfind("\n", 0, t)
+        if 0 <= gap < t - 1:                     # the word starts inside the window, before t
+            word_start.append(weights[t, gap + 1])
+        if 0 <= newline < t - 1:
+            line_start.append(weights[t, newline + 1])
+    return {"previous": float(previous), "word start": float(np.mean(word_start)),
+            "line start": float(np.mean(line_start))}

@@ -1,0 +1,225 @@
+"""Notebook 09's exercises got wrong the way learners get them wrong: one function per mistake.
+
+Written independently of helpers/checks/modern.py (its models of the same mistakes): loops over
+positions and pairs, other spellings, the library pieces learners would reach for.
+tests/test_checks.py asserts that the checker names exactly the mistake each one makes.
+"""
+
+import math
+
+import numpy as np
+
+from helpers import checks
+
+# ── 09.1 · rms_norm ───────────────────────────────────────────────────────────────────────────
+
+
+def rms_subtracts_mean(x, gamma, eps=1e-5):
+    c = x - np.mean(x, axis=-1, keepdims=True)
+    return c / np.sqrt(np.mean(c**2, axis=-1, keepdims=True) + eps) * gamma
+
+
+def rms_divides_by_std(x, gamma, eps=1e-5):
+    return x / np.sqrt(np.std(x, axis=-1, keepdims=True) ** 2 + eps) * gamma
+
+
+def rms_no_sqrt(x, gamma, eps=1e-5):
+    return gamma * x / (np.mean(np.square(x), axis=-1, keepdims=True) + eps)
+
+
+def rms_eps_outside_sqrt(x, gamma, eps=1e-5):
+    return gamma * x / (np.sqrt(np.mean(np.square(x), axis=-1, keepdims=True)) + eps)
+
+
+def rms_no_eps(x, gamma, eps=1e-5):
+    with np.errstate(invalid="ignore"):
+        return gamma * x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True))
+
+
+def rms_ignores_eps(x, gamma, eps=1e-5):
+    return gamma * x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + 1e-5)
+
+
+def rms_sum_not_mean(x, gamma, eps=1e-5):
+    return gamma * x / np.sqrt(np.sum(x * x, axis=-1, keepdims=True) + eps)
+
+
+def rms_over_axis_0(x, gamma, eps=1e-5):
+    return gamma * x / np.sqrt(np.mean(x * x, axis=0, keepdims=True) + eps)
+
+
+def rms_over_everything(x, gamma, eps=1e-5):
+    return gamma * x / math.sqrt(float(np.mean(x**2)) + eps)
+
+
+def rms_no_gamma(x, gamma, eps=1e-5):
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)
+
+
+# ── 09.2 · swiglu ─────────────────────────────────────────────────────────────────────────────
+
+
+def _silu(a):
+    return a * (1 / (1 + np.exp(-a)))
+
+
+def swiglu_relu_gate(x, W_1, V, W_2):
+    return (np.where(x @ W_1 > 0, x @ W_1, 0.0) * (x @ V)) @ W_2
+
+
+def swiglu_sigmoid_gate(x, W_1, V, W_2):
+    return ((1 / (1 + np.exp(-(x @ W_1)))) * (x @ V)) @ W_2
+
+
+def swiglu_swish_on_value(x, W_1, V, W_2):
+    return ((x @ W_1) * _silu(x @ V)) @ W_2
+
+
+def swiglu_no_value(x, W_1, V, W_2):
+    return _silu(x @ W_1) @ W_2
+
+
+def swiglu_adds_not_multiplies(x, W_1, V, W_2):
+    return (_silu(x @ W_1) + x @ V) @ W_2
+
+
+def swiglu_swish_of_product(x, W_1, V, W_2):
+    return _silu((x @ W_1) * (x @ V)) @ W_2
+
+
+def swiglu_no_down_projection(x, W_1, V, W_2):
+    return _silu(x @ W_1) * (x @ V)
+
+
+# ── 09.3 · rope ───────────────────────────────────────────────────────────────────────────────
+
+
+def _turn_pairs(x, angle_of):
+    """Each pair (x[..., t, 2i], x[..., t, 2i+1]) turned by angle_of(t, i, d): loops."""
+    out = np.array(x, dtype=float)
+    T, d = x.shape[-2], x.shape[-1]
+    for t in range(T):
+        for i in range(d // 2):
+            a = angle_of(t, i, d)
+            e, o = x[..., t, 2 * i], x[..., t, 2 * i + 1]
+            out[..., t, 2 * i] = e * math.cos(a) - o * math.sin(a)
+            out[..., t, 2 * i + 1] = e * math.sin(a) + o * math.cos(a)
+    return out
+
+
+def rope_wrong_direction(x, start=0):
+    return _turn_pairs(x, lambda t, i, d: -(start + t) / 10000 ** (2 * i / d))
+
+
+def rope_halves_layout(x, start=0):
+    d = x.shape[-1]
+    theta = 1.0 / 10000 ** (np.arange(0, d, 2) / d)
+    angles = (start + np.arange(x.shape[-2]))[:, None] * theta
+    cos, sin = np.cos(np.concatenate([angles, angles], -1)), np.sin(np.concatenate([angles] * 2,
+                                                                                  -1))
+    rotated_half = np.concatenate([-x[..., d // 2:], x[..., :d // 2]], axis=-1)
+    return x * cos + rotated_half * sin
+
+
+def rope_ignores_start(x, start=0):
+    return _turn_pairs(x, lambda t, i, d: t / 10000 ** (2 * i / d))
+
+
+def rope_positions_from_one(x, start=0):
+    return _turn_pairs(x, lambda t, i, d: (start + t + 1) / 10000 ** (2 * i / d))
+
+
+def rope_frequencies_i_over_d(x, start=0):
+    return _turn_pairs(x, lambda t, i, d: (start + t) / 10000 ** (i / d))
+
+
+def rope_one_frequency(x, start=0):
+    return _turn_pairs(x, lambda t, i, d: float(start + t))
+
+
+def rope_cos_sin_swapped(x, start=0):
+    out = np.array(x, dtype=float)
+    T, d = x.shape[-2], x.shape[-1]
+    for t in range(T):
+        for i in range(d // 2):
+            a = (start + t) / 10000 ** (2 * i / d)
+            e, o = x[..., t, 2 * i], x[..., t, 2 * i + 1]
+            out[..., t, 2 * i] = e * math.sin(a) - o * math.cos(a)
+            out[..., t, 2 * i + 1] = e * math.cos(a) + o * math.sin(a)
+    return out
+
+
+# ── 09.4 · grouped_query_attention ────────────────────────────────────────────────────────────
+
+
+def _attend(x, W_q, W_k, W_v, W_o, h, g, *, kv_head=lambda i, h, g: i // (h // g), causal=True,
+            divide_by=None, output=True, zero_after=False, naive_split=False):
+    """One query head at a time, one sequence at a time, as a learner might loop."""
+    B, T, d = x.shape
+    d_k = d // h
+    Q, K, V = x @ W_q, x @ W_k, x @ W_v
+    if naive_split:  # (B, T, h d_k) reshaped straight to (B, h, T, d_k)
+        Q, K, V = (a.reshape(B, -1, T, d_k) for a in (Q, K, V))
+        Q, K, V = (a.transpose(0, 2, 1, 3).reshape(B, T, -1) for a in (Q, K, V))
+    out = np.zeros((B, T, h * d_k))
+    for b in range(B):
+        for i in range(h):
+            j = kv_head(i, h, g)
+            q = Q[b][:, i * d_k:(i + 1) * d_k]
+            k, v = K[b][:, j * d_k:(j + 1) * d_k], V[b][:, j * d_k:(j + 1) * d_k]
+            s = q @ k.T / (math.sqrt(d_k) if divide_by is None else divide_by)
+            if causal and not zero_after:
+                s = s + np.triu(np.full((T, T), -np.inf), 1)
+            w = np.exp(s - s.max(axis=1, keepdims=True))
+            w = w / w.sum(axis=1, keepdims=True)
+            if zero_after:
+                w = np.tril(w)
+            out[b][:, i * d_k:(i + 1) * d_k] = w @ v
+    return out @ W_o if output else out
+
+
+def gqa_tile_not_repeat(x, W_q, W_k, W_v, W_o, n_heads, n_kv_heads):
+    return _attend(x, W_q, W_k, W_v, W_o, n_heads, n_kv_heads, kv_head=lambda i, h, g: i % g)
+
+
+def gqa_no_causal_mask(x, W_q, W_k, W_v, W_o, n_heads, n_kv_heads):
+    return _attend(x, W_q, W_k, W_v, W_o, n_heads, n_kv_heads, causal=False)
+
+
+def gqa_mask_after_softmax(x, W_q, W_k, W_v, W_o, n_heads, n_kv_heads):
+    return _attend(x, W_q, W_k, W_v, W_o, n_heads, n_kv_heads, zero_after=True)
+
+
+def gqa_scale_by_d_model(x, W_q, W_k, W_v, W_o, n_heads, n_kv_heads):
+    return _attend(x, W_q, W_k, W_v, W_o, n_heads, n_kv_heads,
+                   divide_by=math.sqrt(x.shape[-1]))
+
+
+def gqa_no_scaling(x, W_q, W_k, W_v, W_o, n_heads, n_kv_heads):
+    return _attend(x, W_q, W_k, W_v, W_o, n_heads, n_kv_heads, divide_by=1.0)
+
+
+def gqa_no_output_projection(x, W_q, W_k, W_v, W_o, n_heads, n_kv_heads):
+    return _attend(x, W_q, W_k, W_v, W_o, n_heads, n_kv_heads, output=False)
+
+
+def gqa_split_without_transpose(x, W_q, W_k, W_v, W_o, n_heads, n_kv_heads):
+    return _attend(x, W_q, W_k, W_v, W_o, n_heads, n_kv_heads, naive_split=True)
+
+
+WRONG = {name.replace("_", "-"): fn for name, fn in list(globals().items())
+         if name.startswith(("rms_", "swiglu_", "rope_", "gqa_")) and callable(fn)}
+
+
+def test_a_right_rope_written_with_loops_passes():
+    def rope(x, start=0):
+        return _turn_pairs(x, lambda t, i, d: (start + t) / 10000 ** (2 * i / d))
+
+    assert checks.check(rope).status == "passed"
+
+
+def test_a_right_gqa_written_with_loops_passes():
+    def grouped_query_attention(x, W_q, W_k, W_v, W_o, n_heads, n_kv_heads):
+        return _attend(x, W_q, W_k, W_v, W_o, n_heads, n_kv_heads)
+
+    assert checks.check(grouped_query_attention).status == "passed"

@@ -1,0 +1,264 @@
+"""Notebook 10's language model pieces (helpers/lm.py) and its data: each against an independent
+computation, its properties and its errors; the committed text and model, checked."""
+
+import gzip
+import math
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from helpers.data import SHAKESPEARE, SHAKESPEARE_SHA256, load_shakespeare
+from helpers.decoding import generate
+from helpers.lm import (
+    NANOGPT_CPU,
+    AdamW,
+    Characters,
+    bigram_loss,
+    cosine_schedule,
+    estimate_loss,
+    head_pattern_shares,
+    known_word_share,
+    next_token_probabilities,
+    sampler,
+    speaker_line_share,
+    split,
+    split_loss,
+    unigram_loss,
+    windows,
+    write,
+)
+from helpers.modern import TODAY, DecoderOnly
+
+TEXT = load_shakespeare()
+
+
+def test_the_text_is_the_original_and_a_changed_byte_is_refused(tmp_path):
+    assert len(TEXT) == 1_115_394 and len(set(TEXT)) == 65
+    assert TEXT.startswith("First Citizen:\nBefore we proceed any further")
+    raw = bytearray(gzip.decompress(SHAKESPEARE.read_bytes()))
+    raw[1000] ^= 1
+    bad = tmp_path / "t.txt.gz"
+    bad.write_bytes(gzip.compress(bytes(raw)))
+    with pytest.raises(ValueError, match="SHA-256"):
+        load_shakespeare(bad)
+    assert SHAKESPEARE_SHA256.startswith("86c4e6aa")
+
+
+def test_characters_round_trip_and_refuse_unknown_ones():
+    chars = Characters(TEXT)
+    assert len(chars) == 65 and chars.chars[0] == "\n" and chars.chars[1] == " "
+    sample = TEXT[:500]
+    assert chars.decode(chars.encode(sample)) == sample
+    assert chars.encode(sample).dtype == np.int64
+    with pytest.raises(ValueError, match="not in the vocabulary"):
+        chars.encode("café")
+
+
+def test_the_split_is_nanogpts():
+    ids = np.arange(1_115_394)
+    train, val = split(ids)
+    assert len(train) == int(0.9 * 1_115_394) == 1_003_854 and len(val) == 111_540
+    assert train[-1] + 1 == val[0]
+
+
+def test_windows_are_the_text_and_the_text_one_later(rng):
+    data = np.arange(100) * 3
+    x, y = windows(data, rng, 7, 10)
+    assert x.shape == y.shape == (7, 10)
+    assert np.array_equal(y, x + 3) and (x.min() >= 0) and (y.max() <= 297)
+    assert np.all(np.diff(x, axis=1) == 3)  # consecutive characters
+
+
+def test_reference_losses_against_counting():
+    text = "abracadabra, abracadabra!"
+    chars = Characters(text)
+    ids = chars.encode(text)
+    train, val = ids[:15], ids[15:]
+    V = len(chars)
+    unigram = Counter(train.tolist())
+    expected = -np.mean([math.log((unigram[c] + 1) / (len(train) + V)) for c in val])
+    assert unigram_loss(train, val, V) == pytest.approx(expected, rel=1e-12)
+    pairs, firsts = Counter(zip(train[:-1].tolist(), train[1:].tolist())), Counter(train[:-1].tolist())
+    expected = -np.mean([math.log((pairs[(a, b)] + 1) / (firsts[a] + V))
+                         for a, b in zip(val[:-1], val[1:])])
+    assert bigram_loss(train, val, V) == pytest.approx(expected, rel=1e-12)
+
+
+def test_adamw_decays_matrices_only():
+    params = {"W": np.full((2, 3), 2.0), "b": np.full(3, 2.0)}
+    opt = AdamW(params, weight_decay=0.1)
+    opt.step({"W": np.zeros((2, 3)), "b": np.zeros(3)}, lr=0.5)  # no gradient: decay alone
+    assert np.allclose(params["W"], 2.0 * (1 - 0.5 * 0.1)) and np.allclose(params["b"], 2.0)
+
+
+def test_cosine_schedule_is_nanogpts():
+    rate = cosine_schedule(1e-3, 100, 2000, 1e-4)
+    assert rate(0) == pytest.approx(1e-3 / 101) and rate(99) == pytest.approx(1e-3 * 100 / 101)
+    assert rate(100) == pytest.approx(1e-3) and rate(2000) == pytest.approx(1e-4)
+    assert rate(1050) == pytest.approx(1e-4 + 0.5 * 0.9e-3) and rate(5000) == 1e-4
+    assert all(rate(i) >= rate(i + 1) for i in range(100, 2001))
+
+
+def test_a_model_that_knows_nothing_scores_log_vocab(rng):
+    model = DecoderOnly(65, rng, d_model=8, n_heads=2, d_ff=16, n_layers=1, max_len=64,
+                        tie_output=False)
+    model.W_out[:] = 0.0  # every logit 0: the uniform distribution
+    data = Characters(TEXT).encode(TEXT[:5000])
+    assert estimate_loss(model, data, rng, batches=2) == pytest.approx(math.log(65), rel=1e-12)
+    assert split_loss(model, data, context=64) == pytest.approx(math.log(65), rel=1e-12)
+    assert all(m.cache is None for m in model.modules())
+
+
+def test_next_token_probabilities(rng):
+    logits = rng.standard_normal((3, 10)) * 2
+    p = next_token_probabilities(logits)
+    softmax = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    assert np.allclose(p, softmax, atol=1e-15) and np.allclose(p.sum(-1), 1)
+    top = next_token_probabilities(logits, top_k=3)
+    assert np.all((top > 0).sum(-1) == 3)
+    kept = np.argsort(logits, axis=-1)[:, -3:]
+    assert np.allclose(np.take_along_axis(top, kept, -1).sum(-1), 1)
+    cold = next_token_probabilities(logits, temperature=1e-3)
+    assert np.array_equal(cold.argmax(-1), logits.argmax(-1)) and cold.max(-1).min() > 0.99
+    hot = next_token_probabilities(logits, temperature=100.0)
+    assert np.abs(hot - 0.1).max() < 0.01
+    with pytest.raises(ValueError, match="temperature"):
+        next_token_probabilities(logits, temperature=0)
+    with pytest.raises(ValueError, match="top_k"):
+        next_token_probabilities(logits, top_k=0)
+
+
+def test_the_sampler_draws_from_the_probabilities():
+    logits = np.log(np.array([[0.5, 0.3, 0.2, 0.0]]) + 1e-300)
+    pick = sampler(np.random.default_rng(0))
+    draws = np.array([pick(logits)[0] for _ in range(20_000)])
+    share = np.bincount(draws, minlength=4) / len(draws)
+    assert np.abs(share - [0.5, 0.3, 0.2, 0.0]).max() < 0.015 and share[3] == 0
+    greedy = sampler(np.random.default_rng(1), top_k=1)
+    assert all(greedy(logits)[0] == 0 for _ in range(50))
+    again = [sampler(np.random.default_rng(5))(np.tile(logits, (4, 1))) for _ in range(2)]
+    assert np.array_equal(*again)  # the same generator, the same draws
+
+
+def test_write_is_generate_within_the_context_and_continues_past_it(rng):
+    model = DecoderOnly(20, rng, d_model=8, n_heads=2, d_ff=16, n_layers=1, max_len=16, **TODAY)
+    prompt = rng.integers(0, 20, (2, 4))
+    assert np.array_equal(write(model, prompt, 10), generate(model, prompt, 10)[0])
+    long = write(model, prompt, 40)
+    assert long.shape == (2, 44) and np.array_equal(long[:, :4], prompt)
+
+
+def test_what_was_learned_measures():
+    words = {"the", "king", "lord"}
+    assert known_word_share("The king, my lord! Thy kingg", words) == pytest.approx(2 / 5)
+    assert known_word_share("a I O", words) == 0.0  # no word of three letters
+    text = "KING RICHARD III:\nMy lord.\n\nFirst Citizen:\nspeak, speak.\nnot a: name\n"
+    assert speaker_line_share(text) == pytest.approx(2 / 5)
+
+
+def test_head_pattern_shares_on_hand_made_heads():
+    text = "ab cd\nef"                   # words start at 0 (unseen: no gap before it), 3 and 6
+    T = len(text)
+    previous = np.eye(T, k=-1)
+    previous[0, 0] = 1.0
+    shares = head_pattern_shares(previous, text)
+    # word-start queries: 4 -> 3, 5 -> 3, 7 -> 6 (3 and 6 follow their gap directly: skipped);
+    # the previous-character head hits 4 -> 3 and 7 -> 6; the one line-start query is 7 -> 6
+    assert shares == {"previous": 1.0, "word start": pytest.approx(2 / 3), "line start": 1.0}
+    word = np.zeros((T, T))
+    for t in range(T):
+        word[t, max(text.rfind(" ", 0, t), text.rfind("\n", 0, t)) + 1] = 1.0
+    assert head_pattern_shares(word, text)["word start"] == 1.0
+    window_start = np.zeros((T, T))
+    window_start[:, 0] = 1.0           # position 0 is where the window was cut, not a known start
+    assert head_pattern_shares(window_start, text) == {"previous": pytest.approx(1 / 7),
+                                                       "word start": 0.0, "line start": 0.0}
+
+
+def test_the_nanogpt_recipe_is_the_documented_one():
+    r = NANOGPT_CPU
+    assert (r.steps, r.batch, r.context, r.peak, r.floor, r.warmup, r.beta2, r.weight_decay,
+            r.clip, r.eval_every) == (2000, 12, 64, 1e-3, 1e-4, 100, 0.99, 0.1, 1.0, 250)
+
+
+# ── the committed model (data/lm_model.npz) ──────────────────────────────────────────────────
+
+
+@pytest.fixture(scope="module")
+def committed():
+    from helpers.data import load_lm
+
+    return load_lm()
+
+
+def test_the_committed_model_is_lm_config_in_float32(committed):
+    from helpers.lm import LM_CONFIG
+
+    model, info = committed
+    assert model.config == LM_CONFIG and info["training"]["chars"] == "".join(Characters(TEXT).chars)
+    params = model.parameters()
+    assert sum(p.size for p in params.values()) == 802_048
+    assert {p.dtype for p in params.values()} == {np.dtype(np.float32)}
+
+
+def test_the_committed_model_scores_its_recorded_final_estimate(committed):
+    """Replays the training run's evaluation generator (seed + 1, nine evaluations of 20 val
+    and 20 train batches drawn before the last) and recomputes the last validation estimate:
+    the committed weights are the ones that training ended with."""
+    from helpers.lm import Recipe
+
+    model, info = committed
+    training = info["training"]
+    recipe = Recipe(**training["recipe"])
+    chars = Characters(TEXT)
+    train_ids, val_ids = split(chars.encode(TEXT))
+    rng = np.random.default_rng(training["seed"] + 1)
+    for _ in range(recipe.steps // recipe.eval_every - 1):
+        for data in (val_ids, train_ids):
+            for _ in range(20):
+                windows(data, rng, recipe.batch, recipe.context)
+    last = estimate_loss(model, val_ids, rng, batch=recipe.batch, context=recipe.context)
+    assert last == pytest.approx(training["val_estimates"][str(recipe.steps)], abs=1e-4)
+    bigram = bigram_loss(train_ids, val_ids, len(chars))
+    assert training["val_loss_full_split"] < last + 0.05 and bigram > last + 0.9
+
+
+def test_the_committed_model_generates_the_same_with_and_without_the_cache(committed):
+    model, _ = committed
+    prompt = Characters(TEXT).encode("ROMEO:\n")[None]
+    cached, logits_cached = generate(model, prompt, 30)
+    plain, logits_plain = generate(model, prompt, 30, use_cache=False)
+    np.testing.assert_array_equal(cached, plain)
+    np.testing.assert_allclose(logits_cached, logits_plain, atol=1e-4)  # float32 rounding
+
+
+def test_the_lm_loaders_refuse_changed_files(tmp_path):
+    import json
+    import shutil
+
+    from helpers.data import LM_MANIFEST, LM_MODEL, LM_RUNS, load_models, load_runs
+
+    raw = bytearray(LM_MODEL.read_bytes())
+    raw[len(raw) // 2] ^= 1
+    (tmp_path / "m.npz").write_bytes(bytes(raw))
+    shutil.copy(LM_MANIFEST, tmp_path / "m.json")
+    with pytest.raises(ValueError, match="SHA-256"):
+        load_models(tmp_path / "m.npz", tmp_path / "m.json", "regenerate")
+    runs = json.loads(LM_RUNS.read_text())
+    runs["nanogpt_reference"]["val"] = 1.0  # a flattering edit
+    (tmp_path / "r.json").write_text(json.dumps(runs))
+    with pytest.raises(ValueError, match="SHA-256"):
+        load_runs(tmp_path / "r.json", LM_MANIFEST)
+
+
+def test_the_recorded_comparison_is_consistent():
+    from helpers.data import LM_MANIFEST, LM_RUNS, load_runs
+
+    record = load_runs(LM_RUNS, LM_MANIFEST)
+    runs = record["runs"]
+    numpy_today = runs["NumPy, our today blocks"]
+    torch_today = runs["PyTorch, our today blocks (the NumPy run's initial weights)"]
+    np.testing.assert_allclose(torch_today["val"], numpy_today["val"], atol=1e-5)
+    assert all(r["iterations"] == NANOGPT_CPU.steps for r in runs.values())
+    assert numpy_today["val"][-1] < record["nanogpt_reference"]["val"] == 1.886
