@@ -194,12 +194,12 @@ def full_split_loss(torch, model, data, context, rows=256):
 
 def compare(torch, recipe, blocks, config, train_ids, val_ids, numpy_run, report, summary):
     """Train the two PyTorch models, print them next to the NumPy run (numpy_run, a summary),
-    and return {name: summary} for them."""
+    and return {name: summary} for them; `blocks` names ours ("today's blocks")."""
     from helpers.lm import lm_model
 
     Ours, NanoGPT = _modules(torch)
     torch.manual_seed(1337)
-    models = {f"PyTorch, our {blocks} blocks (the NumPy run's initial weights)":
+    models = {f"PyTorch, {blocks} (the NumPy run's initial weights)":
               Ours(lm_model(config, 0)),
               "PyTorch, nanoGPT's model (GPT-2 blocks)":
               NanoGPT(config.vocab, recipe.context, config.d_model, config.n_heads,

@@ -88,6 +88,7 @@ from helpers.modern import PAPER_2017, TODAY  # noqa: E402
 SERIES = Recipe(steps=5000, batch=32, context=64, peak=2e-3, eval_every=500)
 RECIPES = {"series": SERIES, "nanogpt-cpu": NANOGPT_CPU}
 BLOCKS = {"today": {**TODAY, "d_ff": 344}, "2017": {**PAPER_2017, "d_ff": 512}}
+LABELS = {"today": "today's blocks", "2017": "the 2017 blocks"}  # in the runs' names
 NANOGPT_REFERENCE = (1.886, 98.0)  # measured here with nanoGPT itself, 2 threads (issue 20)
 
 
@@ -184,14 +185,14 @@ def main(argv=None) -> int:
             model, history = run_numpy(recipe, blocks, train_ids, val_ids)
             full_val = split_loss(model, val_ids, context=recipe.context)
             parameters = sum(p.size for p in model.parameters().values())
-            name = f"NumPy, our {blocks} blocks"
+            name = f"NumPy, {LABELS[blocks]}"
             report(name, history, full_val, parameters)
             runs[name] = summary(history, full_val, parameters)
         if torch is not None:
             from torch_models import compare  # noqa: E402  (benchmarks/torch_models.py)
-            numpy_today = runs["NumPy, our today blocks"]
-            runs.update(compare(torch, recipe, "today", config_for(recipe, "today"), train_ids,
-                                val_ids, numpy_today, report, summary))
+            numpy_today = runs[f"NumPy, {LABELS['today']}"]
+            runs.update(compare(torch, recipe, LABELS["today"], config_for(recipe, "today"),
+                                train_ids, val_ids, numpy_today, report, summary))
         loss, seconds = NANOGPT_REFERENCE
         record = {"machine": machine, "recipe": asdict(recipe), "runs": runs,
                   "nanogpt_reference": {"val": loss, "seconds": seconds, "iterations": 2000}}
@@ -207,14 +208,14 @@ def main(argv=None) -> int:
     model, history = run_numpy(recipe, args.blocks, train_ids, val_ids)
     full_val = split_loss(model, val_ids, context=recipe.context)
     parameters = sum(p.size for p in model.parameters().values())
-    report(f"NumPy, our {args.blocks} blocks", history, full_val, parameters)
+    report(f"NumPy, {LABELS[args.blocks]}", history, full_val, parameters)
     if args.recipe == "nanogpt-cpu":
         loss, seconds = NANOGPT_REFERENCE
         print(f"   nanoGPT's own run here (issue 20): {loss} after 2000 iterations in {seconds} s")
     if args.vs_torch:
         from torch_models import compare  # noqa: E402  (benchmarks/torch_models.py)
-        compare(torch, recipe, args.blocks, config_for(recipe, args.blocks), train_ids, val_ids,
-                summary(history, full_val, parameters), report, summary)
+        compare(torch, recipe, LABELS[args.blocks], config_for(recipe, args.blocks), train_ids,
+                val_ids, summary(history, full_val, parameters), report, summary)
     if args.save:
         training = {"recipe": asdict(recipe), "blocks": args.blocks, "seed": 0,
                     "threads": os.environ["OPENBLAS_NUM_THREADS"],

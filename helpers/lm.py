@@ -128,10 +128,14 @@ def known_word_share(text, vocabulary):
 
 
 def speaker_line_share(text):
-    """The share of the non-empty lines of `text` shaped like a speaker's name and a colon, as
-    the play's own lines are ("MENENIUS:", "First Citizen:")."""
-    lines = [line for line in text.split("\n") if line.strip()]
-    return sum(bool(SPEAKER.match(line)) for line in lines) / len(lines) if lines else 0.0
+    """The share of the non-empty lines of `text` that open a speech as the play's do: a
+    speaker's name and a colon ("MENENIUS:", "First Citizen:") after an empty line (or first).
+    Without the empty line a verse line ending in a colon would count ("We hate alike:")."""
+    lines = text.split("\n")
+    speakers = sum(bool(SPEAKER.match(line)) and (i == 0 or not lines[i - 1].strip())
+                   for i, line in enumerate(lines))
+    filled = sum(bool(line.strip()) for line in lines)
+    return speakers / filled if filled else 0.0
 
 
 class AdamW(Adam):
@@ -216,8 +220,9 @@ def train_lm(model, train_ids, val_ids, recipe, *, seed=0, callback=None):
     every recipe.eval_every steps history["val"] and history["train"] get nanoGPT's 20-batch
     estimates, and history["eval_seconds"] the time they took. Batches and estimates draw from
     generators seeded with `seed`. Returns history (train()'s, with "seconds": the wall time
-    of the training steps alone)."""
-    batch_rng, eval_rng, spent = np.random.default_rng(seed), np.random.default_rng(seed + 1), [0.0]
+    of the training steps alone, without the estimates and the callback)."""
+    batch_rng, eval_rng = np.random.default_rng(seed), np.random.default_rng(seed + 1)
+    spent = [0.0, 0.0]  # seconds in the estimates, in the callback
     rate = cosine_schedule(recipe.peak, recipe.warmup, recipe.steps, recipe.floor)
 
     def batches(step):
@@ -232,13 +237,19 @@ def train_lm(model, train_ids, val_ids, recipe, *, seed=0, callback=None):
         spent[0] += time.perf_counter() - start
         return {**scores, "eval_seconds": spent[0]}
 
+    def timed(history, model):  # the callback's time (a plot, a sample) is not training time
+        start = time.perf_counter()
+        callback(history, model)
+        spent[1] += time.perf_counter() - start
+
     optimizer = AdamW(model.parameters(), beta2=recipe.beta2, eps=1e-8,
                       weight_decay=recipe.weight_decay)
     start = time.perf_counter()
     history = train(model, batches, cross_entropy, lambda step: rate(step - 1),
                     steps=recipe.steps, clip=recipe.clip, evaluate=evaluate,
-                    eval_every=recipe.eval_every, callback=callback, optimizer=optimizer)
-    history["seconds"] = time.perf_counter() - start - spent[0]
+                    eval_every=recipe.eval_every, callback=callback and timed,
+                    optimizer=optimizer)
+    history["seconds"] = time.perf_counter() - start - sum(spent)
     return history
 
 
@@ -256,16 +267,18 @@ def head_pattern_shares(weights, text):
     earlier positions, averaged over the queries that have one: the previous character, the
     first character of the query's own word (after the last space or newline before it), and
     the first character of its line. A window cut mid-word or mid-line does not show where that
-    word or line starts, so queries whose space or newline lies outside `text` are skipped."""
+    word or line starts, so queries whose space or newline lies outside `text` are skipped; so
+    are those whose word or line starts at t - 1 (that is the previous character) or at t."""
     T = len(text)
     previous = np.mean([weights[t, t - 1] for t in range(1, T)])
     word_start, line_start = [], []
     for t in range(1, T):
         gap = max(text.rfind(" ", 0, t), text.rfind("\n", 0, t))
         newline = text.rfind("\n", 0, t)
-        if 0 <= gap < t - 1:                     # the word starts inside the window, before t
+        if 0 <= gap < t - 2:  # the word starts inside the window, two or more characters back
             word_start.append(weights[t, gap + 1])
-        if 0 <= newline < t - 1:
+        if 0 <= newline < t - 2:
             line_start.append(weights[t, newline + 1])
-    return {"previous": float(previous), "word start": float(np.mean(word_start)),
-            "line start": float(np.mean(line_start))}
+    return {"previous": float(previous),  # nan where no query has a word or line start
+            "word start": float(np.mean(word_start)) if word_start else math.nan,
+            "line start": float(np.mean(line_start)) if line_start else math.nan}

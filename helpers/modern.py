@@ -140,7 +140,8 @@ class SwiGLU(Module):
 
     def backward(self, d_out):
         """(d_x, grads). The product rule splits the hidden gradient between the two branches;
-        the gate's passes Swish'(a) = s + a s (1 - s), which, unlike ReLU's, is never exactly 0."""
+        the gate's passes Swish'(a) = s + a s (1 - s), which is 0 only at Swish's minimum (a
+        near -1.28), where ReLU's derivative is 0 for every negative a."""
         x, a, b, s = self.saved()
         swish = a * s  # (..., T, d_ff)
         grads = {}

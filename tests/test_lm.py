@@ -110,6 +110,33 @@ def test_a_model_that_knows_nothing_scores_log_vocab(rng):
     assert all(m.cache is None for m in model.modules())
 
 
+def test_train_lm_follows_the_recipe_and_times_training_alone():
+    import time
+
+    from helpers.lm import Recipe, train_lm
+
+    ids = Characters(TEXT).encode(TEXT[:20000])
+    train_ids, val_ids = split(ids)
+    recipe = Recipe(steps=4, batch=2, context=8, peak=1e-2, warmup=2, floor=1e-3, eval_every=2)
+    calls = []
+
+    def slow(history, model):  # a callback's time (a plot, say) is not training time
+        calls.append(len(history["loss"]))
+        time.sleep(0.05)
+
+    runs = []
+    for _ in range(2):
+        model = DecoderOnly(65, np.random.default_rng(3), d_model=8, n_heads=2, d_ff=16,
+                            n_layers=1, max_len=8, tie_output=True)
+        runs.append(train_lm(model, train_ids, val_ids, recipe, seed=5, callback=slow))
+    history = runs[0]
+    rate = cosine_schedule(1e-2, 2, 4, 1e-3)
+    assert history["lr"] == pytest.approx([rate(it) for it in range(4)])
+    assert history["eval_step"] == [2, 4] and len(history["val"]) == len(history["train"]) == 2
+    assert calls == [1, 2, 3, 4] * 2 and history["seconds"] < 0.15  # four sleeps were 0.2 s
+    assert runs[0]["loss"] == runs[1]["loss"] and runs[0]["val"] == runs[1]["val"]  # seeded
+
+
 def test_next_token_probabilities(rng):
     logits = rng.standard_normal((3, 10)) * 2
     p = next_token_probabilities(logits)
@@ -155,25 +182,30 @@ def test_what_was_learned_measures():
     assert known_word_share("a I O", words) == 0.0  # no word of three letters
     text = "KING RICHARD III:\nMy lord.\n\nFirst Citizen:\nspeak, speak.\nnot a: name\n"
     assert speaker_line_share(text) == pytest.approx(2 / 5)
+    verse = "\nMENENIUS:\nWe hate alike:\nLet us alone.\n"  # a colon ends a line of verse
+    assert speaker_line_share(verse) == pytest.approx(1 / 3)
 
 
 def test_head_pattern_shares_on_hand_made_heads():
-    text = "ab cd\nef"                   # words start at 0 (unseen: no gap before it), 3 and 6
+    text = "ab cde\nfgh"                 # words start at 0 (unseen: no gap before it), 3 and 7
     T = len(text)
+    # word-start queries two or more characters past their word's start: 5 -> 3, 6 -> 3, 9 -> 7;
+    # line-start queries: 9 -> 7. A previous-character head reads none of these
     previous = np.eye(T, k=-1)
     previous[0, 0] = 1.0
-    shares = head_pattern_shares(previous, text)
-    # word-start queries: 4 -> 3, 5 -> 3, 7 -> 6 (3 and 6 follow their gap directly: skipped);
-    # the previous-character head hits 4 -> 3 and 7 -> 6; the one line-start query is 7 -> 6
-    assert shares == {"previous": 1.0, "word start": pytest.approx(2 / 3), "line start": 1.0}
+    assert head_pattern_shares(previous, text) == {"previous": 1.0, "word start": 0.0,
+                                                   "line start": 0.0}
     word = np.zeros((T, T))
     for t in range(T):
         word[t, max(text.rfind(" ", 0, t), text.rfind("\n", 0, t)) + 1] = 1.0
-    assert head_pattern_shares(word, text)["word start"] == 1.0
+    assert head_pattern_shares(word, text) == {"previous": pytest.approx(3 / 9),  # t = 1, 4, 8
+                                               "word start": 1.0, "line start": 1.0}
     window_start = np.zeros((T, T))
     window_start[:, 0] = 1.0           # position 0 is where the window was cut, not a known start
-    assert head_pattern_shares(window_start, text) == {"previous": pytest.approx(1 / 7),
+    assert head_pattern_shares(window_start, text) == {"previous": pytest.approx(1 / 9),
                                                        "word start": 0.0, "line start": 0.0}
+    shares = head_pattern_shares(np.eye(3), "abc")  # no gap at all: nothing to measure
+    assert math.isnan(shares["word start"]) and math.isnan(shares["line start"])
 
 
 def test_the_nanogpt_recipe_is_the_documented_one():
@@ -257,8 +289,8 @@ def test_the_recorded_comparison_is_consistent():
 
     record = load_runs(LM_RUNS, LM_MANIFEST)
     runs = record["runs"]
-    numpy_today = runs["NumPy, our today blocks"]
-    torch_today = runs["PyTorch, our today blocks (the NumPy run's initial weights)"]
+    numpy_today = runs["NumPy, today's blocks"]
+    torch_today = runs["PyTorch, today's blocks (the NumPy run's initial weights)"]
     np.testing.assert_allclose(torch_today["val"], numpy_today["val"], atol=1e-5)
     assert all(r["iterations"] == NANOGPT_CPU.steps for r in runs.values())
     assert numpy_today["val"][-1] < record["nanogpt_reference"]["val"] == 1.886
