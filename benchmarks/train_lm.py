@@ -224,7 +224,11 @@ def main(argv=None) -> int:
                     "train_estimates": dict(zip(map(str, history["eval_step"]),
                                                 history["train"])),
                     "loss_every_10": [float(f"{v:.4g}") for v in history["loss"][::10]],
-                    "val_loss_full_split": full_val, "seconds": history["total"],
+                    "val_loss_full_split": full_val,
+                    # notebook 10 checks the loaded model on this slice (the whole split: 5 s)
+                    "val_loss_first_16384_characters": split_loss(model, val_ids[:16385],
+                                                                  context=recipe.context),
+                    "seconds": history["total"],
                     "regenerate": "python benchmarks/train_lm.py --save --threads 1",
                     "chars": "".join(chars.chars)}
         old = json.loads(LM_MANIFEST.read_text(encoding="utf-8")) if LM_MANIFEST.exists() else {}

@@ -237,7 +237,8 @@ def test_the_committed_model_is_lm_config_in_float32(committed):
 def test_the_committed_model_scores_its_recorded_final_estimate(committed):
     """Replays the training run's evaluation generator (seed + 1, nine evaluations of 20 val
     and 20 train batches drawn before the last) and recomputes the last validation estimate:
-    the committed weights are the ones that training ended with."""
+    the committed weights are the ones that training ended with; and the loss on the slice of the
+    validation split that notebook 10 recomputes."""
     from helpers.lm import Recipe
 
     model, info = committed
@@ -254,6 +255,9 @@ def test_the_committed_model_scores_its_recorded_final_estimate(committed):
     assert last == pytest.approx(training["val_estimates"][str(recipe.steps)], abs=1e-4)
     bigram = bigram_loss(train_ids, val_ids, len(chars))
     assert training["val_loss_full_split"] < last + 0.05 and bigram > last + 0.9
+    # the slice notebook 10 recomputes instead of the whole split
+    head = split_loss(model, val_ids[:16_385], context=recipe.context)
+    assert head == pytest.approx(training["val_loss_first_16384_characters"], abs=1e-4)
 
 
 def test_the_committed_model_generates_the_same_with_and_without_the_cache(committed):
