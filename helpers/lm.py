@@ -263,22 +263,24 @@ def lm_model(config=LM_CONFIG, seed=0):
 
 
 def head_pattern_shares(weights, text):
-    """What one head's attention weights (T, T) on `text` (T characters) put on three kinds of
-    earlier positions, averaged over the queries that have one: the previous character, the
-    first character of the query's own word (after the last space or newline before it), and
-    the first character of its line. A window cut mid-word or mid-line does not show where that
+    """What attention weights (..., T, T) on `text` (T characters) put on three kinds of earlier
+    positions, averaged over the queries that have one: the previous character, the first
+    character of the query's own word (after the last space or newline before it), and the
+    first character of its line. A window cut mid-word or mid-line does not show where that
     word or line starts, so queries whose space or newline lies outside `text` are skipped; so
-    are those whose word or line starts at t - 1 (that is the previous character) or at t."""
-    T = len(text)
-    previous = np.mean([weights[t, t - 1] for t in range(1, T)])
-    word_start, line_start = [], []
-    for t in range(1, T):
+    are those whose word or line starts at t - 1 (that is the previous character) or at t.
+    One head's (T, T) gives floats; (layers, heads, T, T) gives (layers, heads) arrays."""
+    weights, T = np.asarray(weights), len(text)
+    if weights.shape[-2:] != (T, T):
+        raise ValueError(f"weights must end in (T, T) = ({T}, {T}), got {weights.shape}")
+    keys = {"previous": {t: t - 1 for t in range(1, T)}, "word start": {}, "line start": {}}
+    for t in range(1, T):  # where each query's word and line start: once for every head
         gap = max(text.rfind(" ", 0, t), text.rfind("\n", 0, t))
         newline = text.rfind("\n", 0, t)
         if 0 <= gap < t - 2:  # the word starts inside the window, two or more characters back
-            word_start.append(weights[t, gap + 1])
+            keys["word start"][t] = gap + 1
         if 0 <= newline < t - 2:
-            line_start.append(weights[t, newline + 1])
-    return {"previous": float(previous),  # nan where no query has a word or line start
-            "word start": float(np.mean(word_start)) if word_start else math.nan,
-            "line start": float(np.mean(line_start)) if line_start else math.nan}
+            keys["line start"][t] = newline + 1
+    shares = {kind: weights[..., list(k), list(k.values())].mean(axis=-1) if k  # query -> key
+              else np.full(weights.shape[:-2], math.nan) for kind, k in keys.items()}  # none: nan
+    return {kind: float(v) if weights.ndim == 2 else v for kind, v in shares.items()}

@@ -208,6 +208,21 @@ def test_head_pattern_shares_on_hand_made_heads():
     assert math.isnan(shares["word start"]) and math.isnan(shares["line start"])
 
 
+def test_head_pattern_shares_of_every_head_at_once_equal_one_head_at_a_time(rng):
+    text = "To be, or not\nto be: that is\nthe question"
+    weights = rng.random((2, 3, len(text), len(text)))               # (layers, heads, T, T)
+    together = head_pattern_shares(weights, text)
+    for layer in range(2):
+        for head in range(3):
+            alone = head_pattern_shares(weights[layer, head], text)
+            for kind, value in alone.items():
+                assert together[kind][layer, head] == pytest.approx(value, rel=1e-12)
+    nothing = head_pattern_shares(np.ones((2, 3, 3, 3)), "abc")
+    assert nothing["word start"].shape == (2, 3) and np.isnan(nothing["line start"]).all()
+    with pytest.raises(ValueError, match="weights must end in"):
+        head_pattern_shares(weights, text[:-1])
+
+
 def test_the_nanogpt_recipe_is_the_documented_one():
     r = NANOGPT_CPU
     assert (r.steps, r.batch, r.context, r.peak, r.floor, r.warmup, r.beta2, r.weight_decay,
