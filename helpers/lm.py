@@ -19,6 +19,7 @@ from helpers.decoding import generate
 from helpers.modern import DecoderOnly, DecoderOnlyConfig
 from helpers.module import clear_caches
 from helpers.training import Adam, cross_entropy, train
+from helpers.transformer import softmax
 from helpers.validation import check_positive_int
 
 # ── 10 · A language model that learns to write ────────────────────────────────────────────────
@@ -89,8 +90,7 @@ def next_token_probabilities(logits, temperature=1.0, top_k=None):
         top_k = check_positive_int(top_k, "top_k")
         kth = np.sort(z, axis=-1)[..., -min(top_k, z.shape[-1]), None]  # the k-th largest
         z = np.where(z < kth, -np.inf, z)
-    z = np.exp(z - z.max(axis=-1, keepdims=True))
-    return z / z.sum(axis=-1, keepdims=True)
+    return softmax(z)  # notebook 01's
 
 
 def sampler(rng, temperature=1.0, top_k=None):
@@ -181,8 +181,7 @@ def estimate_loss(model, data, rng, *, batches=20, batch=12, context=64):
 def split_loss(model, data, *, context=64, rows=32):
     """The loss over a whole split: every character predicted once, in consecutive windows of
     `context` characters (each window read as in training, from its own first character), `rows`
-    windows per forward (small batches keep the activations in the CPU's cache: 256 took 1.4
-    times as long on a laptop core)."""
+    windows per forward (small batches keep the activations in the CPU's cache)."""
     n = (len(data) - 1) // context
     x = data[:n * context].reshape(n, context)
     y = data[1:n * context + 1].reshape(n, context)

@@ -52,7 +52,7 @@ class RMSNorm(Module):
     """Root-mean-square normalisation (Zhang and Sennrich, 2019), the norm of llama and Mistral.
 
     RMSNorm(x) = x / sqrt(mean(x^2) + eps) * gamma, over the last axis: LayerNorm without the
-    mean, so nothing is subtracted and there is no beta. eps = 1e-5 by default: the value llama
+    mean, so nothing is subtracted and there is no beta. eps = 1e-5 by default: the value Llama 2
     passes to every RMSNorm (ModelArgs.norm_eps in meta-llama/llama, llama/model.py), and this
     series' LayerNorm's.
     """
@@ -262,6 +262,13 @@ NORMS = {"layer": LayerNorm, "rms": RMSNorm}
 FFNS = {"relu": FeedForward, "swiglu": SwiGLU}
 
 
+def check_parts(norm, ffn):
+    """A ValueError unless `norm` names one of NORMS and `ffn` one of FFNS."""
+    if norm not in NORMS or ffn not in FFNS:
+        raise ValueError(f"norm must be one of {list(NORMS)} and ffn one of {list(FFNS)}, "
+                         f"got norm={norm!r}, ffn={ffn!r}")
+
+
 class ModernBlock(EncoderBlock):
     """The block of today's decoder-only language models (llama, Mistral), under the causal mask:
 
@@ -277,9 +284,7 @@ class ModernBlock(EncoderBlock):
 
     def __init__(self, d_model, n_heads, d_ff, rng, *, n_kv_heads=None, norm="rms",
                  ffn="swiglu", rope=True, norm_first=True, dropout=0.0, dtype=np.float64):
-        if norm not in NORMS or ffn not in FFNS:
-            raise ValueError(f"norm must be one of {list(NORMS)} and ffn one of {list(FFNS)}, "
-                             f"got norm={norm!r}, ffn={ffn!r}")
+        check_parts(norm, ffn)
         self.d_model, self.norm_first = d_model, norm_first
         self.self_attn = GroupedQueryAttention(d_model, n_heads, n_kv_heads or n_heads, rng,
                                                rope=rope, dtype=dtype)
@@ -335,9 +340,7 @@ class DecoderOnlyConfig:
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
         keep("dropout", Dropout(self.dropout, name="dropout").p)
         keep("dtype", check_float_dtype(self.dtype).name)
-        if self.norm not in NORMS or self.ffn not in FFNS:
-            raise ValueError(f"norm must be one of {list(NORMS)} and ffn one of {list(FFNS)}, "
-                             f"got norm={self.norm!r}, ffn={self.ffn!r}")
+        check_parts(self.norm, self.ffn)
 
 
 class LMCache(NamedTuple):

@@ -392,7 +392,6 @@ class Adam:
             self.slices[name], n = slice(n, n + p.size), n + p.size
         dtype = np.result_type(*params.values()) if params else np.float64
         self.m_flat, self.v_flat = np.zeros(n, dtype), np.zeros(n, dtype)  # (n,) each
-        self.g_flat, self.tmp, self.update = (np.empty(n, dtype) for _ in range(3))  # reused
         self.m = {name: self.m_flat[part].reshape(params[name].shape)  # views, not copies
                   for name, part in self.slices.items()}
         self.v = {name: self.v_flat[part].reshape(params[name].shape)
@@ -402,22 +401,13 @@ class Adam:
     def step(self, grads, lr):
         self.t += 1
         c1, c2 = 1.0 - self.beta1**self.t, 1.0 - self.beta2**self.t
-        g, m, v, tmp, update = self.g_flat, self.m_flat, self.v_flat, self.tmp, self.update
-        np.concatenate([grads[name].reshape(-1) for name in self.params], out=g)  # (n,)
-        # every step below writes into one of the buffers: no new array of n numbers
-        np.multiply(g, 1.0 - self.beta1, out=tmp)
+        g = np.concatenate([grads[name].reshape(-1) for name in self.params])  # (n,): all of them
+        m, v = self.m_flat, self.v_flat
         m *= self.beta1
-        m += tmp  # m = b1 m + (1 - b1) g
-        np.multiply(g, 1.0 - self.beta2, out=tmp)
-        tmp *= g
+        m += (1.0 - self.beta1) * g
         v *= self.beta2
-        v += tmp  # v = b2 v + (1 - b2) g^2
-        np.divide(m, c1, out=update)
-        update *= lr  # lr * m_hat
-        np.divide(v, c2, out=tmp)
-        np.sqrt(tmp, out=tmp)
-        tmp += self.eps
-        update /= tmp  # lr * m_hat / (sqrt(v_hat) + eps)
+        v += (1.0 - self.beta2) * g * g
+        update = lr * (m / c1) / (np.sqrt(v / c2) + self.eps)  # (n,)
         for name, p in self.params.items():
             p -= update[self.slices[name]].reshape(p.shape)
 

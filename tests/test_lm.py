@@ -141,7 +141,7 @@ def test_next_token_probabilities(rng):
     logits = rng.standard_normal((3, 10)) * 2
     p = next_token_probabilities(logits)
     softmax = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
-    assert np.allclose(p, softmax, atol=1e-15) and np.allclose(p.sum(-1), 1)
+    assert np.allclose(p, softmax, rtol=0, atol=1e-15) and np.allclose(p.sum(-1), 1)
     top = next_token_probabilities(logits, top_k=3)
     assert np.all((top > 0).sum(-1) == 3)
     kept = np.argsort(logits, axis=-1)[:, -3:]

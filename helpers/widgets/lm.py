@@ -37,7 +37,7 @@ def _show(c: str) -> str:
 def writing_explorer(models: dict, chars, words: set, prompt: str = "ROMEO:\n", *,
                      samples: int = 4, length: int = 32) -> Explorer:
     """What a character model writes after `prompt`, sampled with the temperature and top-k you
-    choose (notebook 10 §5).
+    choose (notebook 10 §6).
 
     models: {label: DecoderOnly} (say {LM_TRAINED: the trained model, LM_RANDOM: an untrained
     twin}); chars: the Characters of the text; words: the training text's words, against which
@@ -46,9 +46,9 @@ def writing_explorer(models: dict, chars, words: set, prompt: str = "ROMEO:\n", 
     The left panel shows the probabilities of the next character after the prompt, as the
     sampler sees them (the SHOWN most likely); the right panel `samples` continuations of
     `length` characters each, drawn from them in one batch with the KV cache of
-    helpers.decoding.generate (one step per character: `length` sets the update's cost, about
-    2 ms a step on a laptop core, whatever the batch). The status line says how many samples
-    differ (top-k 1 or a low temperature: they agree) and the share of known words.
+    helpers.decoding.generate (one step per character: `length`, more than the batch, sets
+    the update's cost; benchmarks/widget_update.py measures it). The status line says how many
+    samples differ (top-k 1 or a low temperature: they agree) and the share of known words.
     """
     models = dict(models)
     if not models:
