@@ -196,10 +196,7 @@ def main(argv=None) -> int:
         loss, seconds = NANOGPT_REFERENCE
         record = {"machine": machine, "recipe": asdict(recipe), "runs": runs,
                   "nanogpt_reference": {"val": loss, "seconds": seconds, "iterations": 2000}}
-        digest = save_runs(record, LM_RUNS)
-        info = json.loads(LM_MANIFEST.read_text(encoding="utf-8"))
-        info["runs_sha256"] = digest
-        LM_MANIFEST.write_text(json.dumps(info, indent=1) + "\n", encoding="utf-8")
+        digest = save_runs(record, LM_RUNS, LM_MANIFEST)  # and its SHA-256 into the manifest
         print(f"\nsaved {LM_RUNS.name} ({LM_RUNS.stat().st_size:,} bytes), SHA-256 {digest}")
         return 0
 
@@ -231,7 +228,10 @@ def main(argv=None) -> int:
                     "seconds": history["total"],
                     "regenerate": "python benchmarks/train_lm.py --save --threads 1",
                     "chars": "".join(chars.chars)}
-        old = json.loads(LM_MANIFEST.read_text(encoding="utf-8")) if LM_MANIFEST.exists() else {}
+        try:
+            old = json.loads(LM_MANIFEST.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            old = {}  # none, or broken: lm_runs.json needs --record again
         extra = {"training": training}
         if "runs_sha256" in old:
             extra["runs_sha256"] = old["runs_sha256"]  # the --record run's file stays valid

@@ -11,8 +11,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from helpers.module import clear_caches
-from helpers.transformer import Dropout
-from helpers.validation import check_positive_int, check_token_id
+from helpers.transformer import Dropout, Transformer
+from helpers.validation import (
+    check_flag,
+    check_positive_int,
+    check_token_id,
+    check_token_ids,
+)
 
 # ── 06 · The decoder and the whole Transformer ───────────────────────────────────────────────────
 
@@ -22,16 +27,33 @@ class KVCache:
     """The keys and values one attention layer has computed so far, kept between decoding steps.
 
     Self-attention (fixed=False): every call appends the new positions' keys and values, and the
-    new queries attend to all of them. Cross-attention (fixed=True): the keys and values of the
-    memory are computed on the first call and reused, since the memory never changes; `source`
-    is that memory, and another one raises a ValueError. K, V: (B, h, t, d_k), None until the
-    first call.
+    new queries attend to all of them; `tokens` are the ids they were computed from (see start).
+    Cross-attention (fixed=True): the keys and values of the memory are computed on the first
+    call and reused, since the memory never changes; `source` is that memory, and another one
+    raises a ValueError. K, V: (B, h, t, d_k), None until the first call.
     """
 
     fixed: bool = False
     K: np.ndarray | None = None
     V: np.ndarray | None = None
     source: np.ndarray | None = None
+    tokens: np.ndarray | None = None
+
+    def start(self, tokens):
+        """The first position of `tokens` (B, T), the whole prefix so far, that is not cached:
+        the model runs only the positions from there. A prefix that does not continue the tokens
+        cached (another prompt of the same shape would read the old one's keys), or that brings
+        no new position, raises a ValueError; then the cache holds all of `tokens`."""
+        t = self.length
+        if t and (tokens.shape[0] != self.tokens.shape[0] or tokens.shape[1] < t
+                  or not np.array_equal(tokens[:, :t], self.tokens[:, :t])):
+            raise ValueError(f"tokens {tokens.shape} do not continue the {t} positions this "
+                             "KVCache holds: start fresh caches for another prompt")
+        if tokens.shape[1] <= t:
+            raise ValueError(f"tokens has T={tokens.shape[1]} positions, all of them cached "
+                             "already: pass the prefix with its new positions")
+        self.tokens = tokens
+        return t
 
     def holds(self, memory):
         """True when MultiHeadAttention can skip computing keys and values: fixed and filled,
@@ -78,7 +100,9 @@ def greedy_decode(model, src, bos_id, eos_id, max_steps, *, use_cache=True):
     dropout must be off (set_training(model, None)); no backward follows, so every cache the
     forward passes kept is cleared at the end (also when a step raises).
     """
-    pad = model.pad_id
+    if not isinstance(model, Transformer):
+        raise ValueError(f"model must be a Transformer (notebook 06), got {type(model).__name__}")
+    pad, use_cache = model.pad_id, check_flag(use_cache, "use_cache")
     bos_id = check_token_id(bos_id, "bos_id", model.tgt_vocab)
     eos_id = check_token_id(eos_id, "eos_id", model.tgt_vocab)
     if pad is not None and pad in (bos_id, eos_id):
@@ -128,8 +152,21 @@ def generate(model, prompt, steps, *, pick=None, stop_id=None, use_cache=True):
     model.forward(tokens[:, :-1]) at the n new positions. Dropout must be off; every cache the
     forward passes kept is cleared at the end (also when a step raises).
     """
-    prompt = np.asarray(prompt)
+    if not all(hasattr(model, name) for name in ("decode", "logits", "decoder", "config")):
+        raise ValueError("model must be a decoder-only model (notebook 09's DecoderOnly), got "
+                         f"{type(model).__name__}")
+    vocab, max_len = model.config.vocab, model.config.max_len
+    prompt = check_token_ids(prompt, "prompt", vocab, max_len)
     steps = check_positive_int(steps, "steps")
+    if prompt.shape[1] + steps - 1 > max_len:  # the last new token is not fed back
+        raise ValueError(f"steps={steps} after a prompt of T0={prompt.shape[1]} tokens needs "
+                         f"{prompt.shape[1] + steps - 1} positions, more than max_len={max_len}")
+    if pick is not None and not callable(pick):
+        raise ValueError(f"pick must be a function of the logits or None, got "
+                         f"{type(pick).__name__}")
+    if stop_id is not None:
+        stop_id = check_token_id(stop_id, "stop_id", vocab)
+    use_cache = check_flag(use_cache, "use_cache")
     if any(isinstance(m, Dropout) and m.rng is not None for m in model.modules()):
         raise ValueError("generate runs in evaluation mode: call set_training(model, None)")
     try:  # no backward follows a generation: its caches are cleared, even if a step fails
@@ -139,6 +176,10 @@ def generate(model, prompt, steps, *, pick=None, stop_id=None, use_cache=True):
         for _ in range(steps):
             step_logits = model.logits(model.decode(tokens, caches)[:, -1])  # (B, vocab)
             choice = step_logits.argmax(axis=-1) if pick is None else np.asarray(pick(step_logits))
+            if choice.shape != (len(tokens),) or not np.issubdtype(choice.dtype, np.integer) \
+                    or choice.min() < 0 or choice.max() >= vocab:
+                raise ValueError(f"pick must return one token id in [0, {vocab}) per sequence, "
+                                 f"shape ({len(tokens)},), got {choice.dtype} {choice!r:.60}")
             if stop_id is not None:
                 choice = np.where(done, stop_id, choice)  # (B,): a finished sequence stays so
                 done |= choice == stop_id

@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from helpers.decoding import KVCache
 from helpers.module import Module, collect_grads
 from helpers.training import attention_backward, embedding_backward, linear_backward, sum_rows
 from helpers.transformer import (
@@ -33,8 +34,13 @@ from helpers.transformer import (
 )
 from helpers.validation import (
     as_real_array,
+    check_flag,
     check_float_dtype,
+    check_int,
+    check_number,
     check_positive_int,
+    check_rng,
+    check_shape,
     check_token_ids,
 )
 
@@ -61,9 +67,7 @@ class RMSNorm(Module):
 
     def __init__(self, d_model, eps=1e-5, *, dtype=np.float64):
         self.d_model, dtype = check_positive_int(d_model, "d_model"), check_float_dtype(dtype)
-        if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps >= 0:
-            raise ValueError(f"eps must be a number >= 0, got eps={eps!r}")
-        self.eps = eps
+        self.eps = check_number(eps, "eps", "[0, inf)")
         self.gamma = np.ones(d_model, dtype=dtype)  # (d_model,) scale, learned
 
     def forward(self, x):
@@ -71,7 +75,12 @@ class RMSNorm(Module):
         x = as_real_array(x, "x")
         if x.ndim < 1 or x.shape[-1] != self.d_model:
             raise ValueError(f"x must have shape (..., d_model={self.d_model}), got {x.shape}")
-        rms = np.sqrt((x * x).mean(axis=-1, keepdims=True) + self.eps)  # (..., 1)
+        x = x.astype(np.result_type(x.dtype, self.gamma.dtype), copy=False)  # 16**2 in uint8: 0
+        with np.errstate(over="ignore"):  # an overflow is refused just below, by name
+            rms = np.sqrt((x * x).mean(axis=-1, keepdims=True) + self.eps)  # (..., 1)
+        if np.isinf(rms).any() and np.isfinite(x).all():  # x * x overflowed: x / inf would be 0
+            raise ValueError(f"x has values whose squares overflow {x.dtype} (largest |x| "
+                             f"{np.abs(x).max():.3g}): scale it down first")
         x_hat = x / rms  # (..., d_model)
         self.cache = RMSCache(x_hat, rms)  # kept for backward
         return x_hat * self.gamma
@@ -80,6 +89,7 @@ class RMSNorm(Module):
         """(d_x, {"gamma": ...}). With g = d_out * gamma: d_x = (g - x_hat * mean(g * x_hat)) /
         rms, LayerNorm's rule (notebook 07) without its mean(g) term: nothing was subtracted."""
         x_hat, rms = self.saved()
+        d_out = check_shape(d_out, "d_out", x_hat.shape)
         g = d_out * self.gamma  # (..., d_model)
         d_x = (g - x_hat * (g * x_hat).mean(axis=-1, keepdims=True)) / rms
         return d_x, {"gamma": sum_rows(d_out * x_hat)}
@@ -88,8 +98,10 @@ class RMSNorm(Module):
 def sigmoid(a):
     """1 / (1 + exp(-a)). For a large negative a, exp(-a) overflows to inf and the result is
     1 / inf = 0, which is right: the overflow warning is silenced, not the value."""
+    a = as_real_array(a, "a")
+    e = np.empty(a.shape, np.result_type(a.dtype, 1.0))  # float32 stays float32; ints: float64
     with np.errstate(over="ignore"):
-        e = np.exp(-a)
+        np.exp(np.negative(a, dtype=e.dtype), out=e)  # negated as floats: -uint8(3) is 253
     e += 1.0
     return np.reciprocal(e, out=e)  # in place: no third array of a's size
 
@@ -143,6 +155,7 @@ class SwiGLU(Module):
         the gate's passes Swish'(a) = s + a s (1 - s), which is 0 only at Swish's minimum (a
         near -1.28), where ReLU's derivative is 0 for every negative a."""
         x, a, b, s = self.saved()
+        d_out = check_shape(d_out, "d_out", x.shape)
         swish = a * s  # (..., T, d_ff)
         grads = {}
         d_hidden, grads["W_2"], _ = linear_backward(swish * b, self.W_2, d_out)
@@ -152,24 +165,18 @@ class SwiGLU(Module):
         return d_x + d_x_v, collect_grads(self, grads)
 
 
-ROTATIONS = {}  # (start, T, d, inverse, dtype) -> rotations' table, computed once
+def rotations(T, d, start=0):
+    """e^(i p w_i) for the positions p = start .. start + T - 1 and the d/2 pairs of rope: (T, d/2)
+    complex. A model computes its table once, up to its max_len, and every call of rope slices
+    the rows of its positions from it, as llama precomputes freqs_cis."""
+    T, start = check_int(T, "T", "[0, inf)"), check_int(start, "start", "(-inf, inf)")
+    if check_int(d, "d", "[2, inf)") % 2:
+        raise ValueError(f"d must be even (rope turns pairs of features), got d={d}")
+    angles = np.arange(start, start + T)[:, None] * pe_frequencies(d)  # (T, d/2): p * w_i
+    return np.exp(1j * angles)  # (T, d/2)
 
 
-def rotations(start, T, d, inverse=False, dtype=np.complex128):
-    """e^(i p w_i) for the positions p = start .. start + T - 1 and the d/2 pairs of rope,
-    (T, d/2) of `dtype`, read-only (inverse: e^(-i p w_i)). Every layer rotates its queries and
-    its keys at the same positions, so each table is computed once and kept in ROTATIONS, as
-    llama keeps its freqs_cis: while decoding, one new table per step, not one per call."""
-    key = (int(start), int(T), int(d), bool(inverse), np.dtype(dtype))
-    if key not in ROTATIONS:
-        angles = np.arange(start, start + T)[:, None] * pe_frequencies(d)  # (T, d/2): p * w_i
-        turn = np.exp(-1j * angles if inverse else 1j * angles).astype(dtype)  # (T, d/2)
-        turn.flags.writeable = False  # shared by every caller
-        ROTATIONS[key] = turn
-    return ROTATIONS[key]
-
-
-def rope(x, start=0, *, inverse=False):
+def rope(x, start=0, *, inverse=False, table=None):
     """Rotary position embedding (Su et al., 2021, RoFormer): rotate every pair (x[2i], x[2i+1])
     of the last axis of x (..., T, d) at position p = start + t by the angle p * w_i.
 
@@ -179,15 +186,29 @@ def rope(x, start=0, *, inverse=False):
     rotated by multiplying it with e^(i p w_i), which is how this computes it (as llama does).
     inverse=True rotates by minus the angle: the transpose, which is the backward pass. A query
     at p and a key at q rotated so meet at the angle p - q: their score depends on where they
-    are only through their distance.
+    are only through their distance. table: a model's rotations(max_len, d), whose rows start ..
+    start + T - 1 are used (None: computed for this call). Integers come back as float64;
+    float16 is turned in float32 (a pair of float16 is no complex number).
     """
-    x = as_real_array(x, "x")
+    x, start = as_real_array(x, "x"), check_int(start, "start", "(-inf, inf)")
+    if x.ndim < 2 or x.shape[-1] % 2:
+        raise ValueError(f"x must have shape (..., T, d) with d even (rope turns pairs), got "
+                         f"{x.shape}")
     T, d = x.shape[-2], x.shape[-1]
-    if x.strides[-1] != x.itemsize:  # pairs must be adjacent in memory to be read as complex
-        x = np.ascontiguousarray(x)
-    z = x.view(np.result_type(x.dtype, np.complex64))  # (..., T, d/2): x[2i] + i x[2i+1]
-    turn = rotations(start, T, d, inverse, z.dtype)  # (T, d/2): e^(+-i p w_i)
-    return (z * turn).view(x.dtype)  # (..., T, d)
+    if table is None:
+        turn = rotations(T, d, start)  # (T, d/2): e^(i p w_i)
+    elif table.shape[-1] != d // 2 or not 0 <= start <= len(table) - T:
+        raise ValueError(f"positions {start}..{start + T - 1} of d={d} are not in the table of "
+                         f"shape {table.shape} (max_len, d/2)")
+    else:
+        turn = table[start:start + T]
+    dtype = x.dtype if x.dtype.kind == "f" else np.dtype(np.float64)
+    work = np.promote_types(dtype, np.float32)  # the type the pairs are turned in
+    if x.dtype != work or x.strides[-1] != x.itemsize:  # pairs adjacent in memory, as complex
+        x = np.ascontiguousarray(x, dtype=work)
+    z = x.view(np.result_type(work, np.complex64))  # (..., T, d/2): x[2i] + i x[2i+1]
+    turn = (turn.conj() if inverse else turn).astype(z.dtype, copy=False)
+    return (z * turn).view(work).astype(dtype, copy=False)  # (..., T, d)
 
 
 class GroupedQueryAttention(MultiHeadAttention):
@@ -196,19 +217,26 @@ class GroupedQueryAttention(MultiHeadAttention):
     g = 1 multi-query attention (Shazeer, 2019). W_k and W_v are (d_model, g d_k), so the
     key/value cache holds g heads, h / g times less than multi-head attention's.
 
-    rope=True rotates every query and key by its position before the scores (rope). forward is
+    rope=True rotates every query and key by its position before the scores (rope), with the
+    rotations of positions 0 .. max_len - 1 computed once (`turns`). forward is
     MultiHeadAttention's (notebook 02, with notebook 06's KVCache); only `project` differs. The
     weights are drawn as MultiHeadAttention's with the same generator, then W_k, b_k, W_v and
     b_v keep their first g heads: with g = h and rope=False the two layers are identical.
     Self-attention only (a KVCache of fixed=True, cross-attention's, is refused).
     """
 
-    def __init__(self, d_model, n_heads, n_kv_heads, rng, *, rope=True, dtype=np.float64):
+    def __init__(self, d_model, n_heads, n_kv_heads, rng, *, rope=True, max_len=256,
+                 dtype=np.float64):
+        g, self.rotary = check_positive_int(n_kv_heads, "n_kv_heads"), check_flag(rope, "rope")
+        max_len = check_positive_int(max_len, "max_len")
         super().__init__(d_model, n_heads, rng, dtype=dtype)
-        g = check_positive_int(n_kv_heads, "n_kv_heads")
         if self.n_heads % g:
             raise ValueError(f"n_heads={self.n_heads} must be a multiple of n_kv_heads={g}")
-        self.n_kv_heads, self.rotary = g, bool(rope)
+        if self.rotary and self.d_k % 2:
+            raise ValueError(f"rope turns pairs of features: the head width d_model / n_heads = "
+                             f"{self.d_k} must be even")
+        self.n_kv_heads = g
+        self.turns = rotations(max_len, self.d_k) if self.rotary else None  # (max_len, d_k/2)
         kv = slice(0, g * self.d_k)  # the first g heads' columns
         self.W_k, self.b_k = self.W_k[:, kv].copy(), self.b_k[kv].copy()  # (d_model, g d_k)
         self.W_v, self.b_v = self.W_v[:, kv].copy(), self.b_v[kv].copy()
@@ -225,7 +253,7 @@ class GroupedQueryAttention(MultiHeadAttention):
         K = split_heads(key @ self.W_k + self.b_k, self.n_kv_heads)  # (..., g, T_k, d_k)
         V = split_heads(value @ self.W_v + self.b_v, self.n_kv_heads)  # (..., g, T_k, d_k)
         if self.rotary:
-            Q, K = rope(Q, start), rope(K, start)
+            Q, K = rope(Q, start, table=self.turns), rope(K, start, table=self.turns)
         if kv_cache is not None:
             K, V = kv_cache.add(K, V, key)  # (..., g, t, d_k): every position so far
         group = self.n_heads // self.n_kv_heads
@@ -242,6 +270,7 @@ class GroupedQueryAttention(MultiHeadAttention):
         if c.K.shape[-2] != c.key.shape[-2]:
             raise ValueError("GroupedQueryAttention.backward: the last forward read keys cached "
                              "by earlier calls (decoding); run forward without a kv_cache first")
+        d_out = check_shape(d_out, "d_out", c.heads.shape)  # (..., T_q, d_model)
         grads = {}
         d_heads, grads["W_o"], grads["b_o"] = linear_backward(c.heads, self.W_o, d_out)
         d_heads = split_heads(d_heads, self.n_heads)  # (..., h, T_q, d_k)
@@ -251,7 +280,7 @@ class GroupedQueryAttention(MultiHeadAttention):
             groups = (*lead, self.n_kv_heads, h // self.n_kv_heads, T_k, d_k)
             d_K, d_V = d_K.reshape(groups).sum(axis=-3), d_V.reshape(groups).sum(axis=-3)
         if self.rotary:  # (..., g, T_k, d_k) from here on, for keys and values
-            d_Q, d_K = rope(d_Q, inverse=True), rope(d_K, inverse=True)
+            d_Q, d_K = (rope(d, inverse=True, table=self.turns) for d in (d_Q, d_K))
         d_query, grads["W_q"], grads["b_q"] = linear_backward(c.query, self.W_q, merge_heads(d_Q))
         d_key, grads["W_k"], grads["b_k"] = linear_backward(c.key, self.W_k, merge_heads(d_K))
         d_value, grads["W_v"], grads["b_v"] = linear_backward(c.value, self.W_v, merge_heads(d_V))
@@ -264,7 +293,8 @@ FFNS = {"relu": FeedForward, "swiglu": SwiGLU}
 
 def check_parts(norm, ffn):
     """A ValueError unless `norm` names one of NORMS and `ffn` one of FFNS."""
-    if norm not in NORMS or ffn not in FFNS:
+    if not isinstance(norm, str) or norm not in NORMS or not isinstance(ffn, str) \
+            or ffn not in FFNS:
         raise ValueError(f"norm must be one of {list(NORMS)} and ffn one of {list(FFNS)}, "
                          f"got norm={norm!r}, ffn={ffn!r}")
 
@@ -279,15 +309,17 @@ class ModernBlock(EncoderBlock):
     n_kv_heads=None (= n_heads), norm_first=False (Post-LN). With all five, and the same
     generator, it is notebook 05's EncoderBlock, weight for weight: the decoder-only block of
     notebook 06. forward and backward are EncoderBlock's (two calls of `residual`): only the
-    parts differ.
+    parts differ. max_len: the positions RoPE has rotations for.
     """
 
     def __init__(self, d_model, n_heads, d_ff, rng, *, n_kv_heads=None, norm="rms",
-                 ffn="swiglu", rope=True, norm_first=True, dropout=0.0, dtype=np.float64):
+                 ffn="swiglu", rope=True, norm_first=True, max_len=256, dropout=0.0,
+                 dtype=np.float64):
         check_parts(norm, ffn)
-        self.d_model, self.norm_first = d_model, norm_first
-        self.self_attn = GroupedQueryAttention(d_model, n_heads, n_kv_heads or n_heads, rng,
-                                               rope=rope, dtype=dtype)
+        self.d_model, self.norm_first = d_model, check_flag(norm_first, "norm_first")
+        self.self_attn = GroupedQueryAttention(
+            d_model, n_heads, n_heads if n_kv_heads is None else n_kv_heads, rng, rope=rope,
+            max_len=max_len, dtype=dtype)
         self.ffn = FFNS[ffn](d_model, d_ff, rng, dtype=dtype)
         self.norm1, self.norm2 = (NORMS[norm](d_model, dtype=dtype) for _ in range(2))
         self.dropout1, self.dropout2 = (Dropout(dropout, name="dropout") for _ in range(2))
@@ -330,14 +362,13 @@ class DecoderOnlyConfig:
         if self.d_model % self.n_heads or self.n_heads % g:
             raise ValueError(f"need d_model={self.d_model} a multiple of n_heads={self.n_heads}, "
                              f"and n_heads a multiple of n_kv_heads={g}")
-        if self.position not in POSITIONS:
+        if not isinstance(self.position, str) or self.position not in POSITIONS:
             raise ValueError(f"position must be one of {POSITIONS}, got {self.position!r}")
         if self.position != "none" and (self.d_model // self.n_heads) % 2:
             raise ValueError(f"{self.position} positions turn pairs of features: d_model / "
                              f"n_heads = {self.d_model // self.n_heads} must be even")
         for name in ("norm_first", "tie_output"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+            keep(name, check_flag(getattr(self, name), name))
         keep("dropout", Dropout(self.dropout, name="dropout").p)
         keep("dtype", check_float_dtype(self.dtype).name)
         check_parts(self.norm, self.ffn)
@@ -363,6 +394,7 @@ class DecoderOnly(Module):
 
     def __init__(self, vocab, rng, **options):
         self.config = c = DecoderOnlyConfig(vocab, **options)
+        rng = check_rng(rng)
         self.vocab, self.d_model, self.tie_output = c.vocab, c.d_model, c.tie_output
         self.param_names = ("token_embed", *(() if c.tie_output else ("W_out", "b_out")))
         self.pe = (positional_encoding(c.max_len, c.d_model, dtype=c.dtype)
@@ -372,7 +404,7 @@ class DecoderOnly(Module):
         self.decoder = Stack(ModernBlock, c.n_layers, c.d_model, c.n_heads, c.d_ff, rng,
                              n_kv_heads=c.n_kv_heads, norm=c.norm, ffn=c.ffn,
                              rope=c.position == "rope", norm_first=c.norm_first,
-                             dropout=c.dropout, dtype=c.dtype)
+                             max_len=c.max_len, dropout=c.dropout, dtype=c.dtype)
         if not c.tie_output:
             self.W_out = rng.normal(0.0, std, (c.d_model, c.vocab)).astype(c.dtype)
             self.b_out = np.zeros(c.vocab, dtype=c.dtype)
@@ -391,11 +423,14 @@ class DecoderOnly(Module):
         only, as Transformer.decode does (notebook 06).
         """
         tokens = check_token_ids(tokens, "tokens", self.vocab, self.config.max_len)
-        T = tokens.shape[1]
-        start = 0 if kv_caches is None else kv_caches[0].length  # positions already cached
-        if start >= T:
-            raise ValueError(f"tokens has T={T} positions, all of them cached already: pass the "
-                             "prefix with its new positions")
+        T, start = tokens.shape[1], 0
+        if kv_caches is not None:
+            if not isinstance(kv_caches, list) or len(kv_caches) != len(self.decoder.layers) \
+                    or not all(isinstance(c, KVCache) and not c.fixed for c in kv_caches) \
+                    or len({c.length for c in kv_caches}) != 1:
+                raise ValueError(f"kv_caches must be a list of {len(self.decoder.layers)} "
+                                 "self-attention KVCaches, one per block, of one length")
+            start = kv_caches[0].start(tokens)  # positions already cached
         scale = np.sqrt(self.d_model, dtype=self.token_embed.dtype)
         x = self.token_embed[tokens[:, start:]] * scale  # (B, T - start, d_model)
         if self.pe is not None:
@@ -405,6 +440,7 @@ class DecoderOnly(Module):
 
     def logits(self, x):
         """Hidden states (..., d_model) -> next-token logits (..., vocab)."""
+        x = check_shape(x, "x", (*np.shape(x)[:-1], self.d_model))
         if self.tie_output:
             return x @ self.token_embed.swapaxes(-1, -2)
         return x @ self.W_out + self.b_out
@@ -420,6 +456,9 @@ class DecoderOnly(Module):
         """(None, grads) for the loss gradient of the logits (B, T, vocab): token ids have no
         gradient. A tied matrix sums the gradients of its two uses."""
         tokens, x = self.saved()
+        if np.shape(d_logits) != (*tokens.shape, self.vocab):
+            raise ValueError(f"d_logits must have the logits' shape {(*tokens.shape, self.vocab)}"
+                             f", got {np.shape(d_logits)}")
         grads = {}
         if self.tie_output:  # logits = x @ E^T
             d_x = d_logits @ self.token_embed  # (B, T, d_model)
@@ -447,9 +486,12 @@ def flash_attention(Q, K, V, block_q, block_k, traffic=None):
     "writes"), counted as the algorithm moves them.
     """
     Q, K, V = (as_real_array(a, name) for a, name in ((Q, "Q"), (K, "K"), (V, "V")))
-    if Q.ndim != 2 or K.shape != V.shape or K.ndim != 2 or Q.shape[1] != K.shape[1]:
-        raise ValueError(f"flash_attention takes one head: Q (N_q, d), K and V (N_k, d), got "
-                         f"Q {Q.shape}, K {K.shape}, V {V.shape}")
+    if Q.ndim != 2 or K.shape != V.shape or K.ndim != 2 or Q.shape[1] != K.shape[1] \
+            or 0 in K.shape:
+        raise ValueError(f"flash_attention takes one head: Q (N_q, d), K and V (N_k, d), d >= 1 "
+                         f"and at least one key, got Q {Q.shape}, K {K.shape}, V {V.shape}")
+    if traffic is not None and not isinstance(traffic, dict):
+        raise ValueError(f"traffic must be a dict or None, got {type(traffic).__name__}")
     block_q, block_k = check_positive_int(block_q, "block_q"), check_positive_int(block_k,
                                                                                 "block_k")
     (n_q, d), n_k = Q.shape, K.shape[0]

@@ -104,8 +104,9 @@ class Module:
         return self.cache
 
     def backward(self, d_out):
-        raise NotImplementedError(f"{type(self).__name__}.backward is derived in notebook 07: "
-                                  "import helpers.training to attach it")
+        raise NotImplementedError(f"{type(self).__name__}.backward is derived in notebook 07 for "
+                                  "the modules of helpers/transformer.py (importing helpers "
+                                  "attaches it); a module of your own needs its own")
 
 
 def clear_caches(module):

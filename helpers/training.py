@@ -26,6 +26,14 @@ from helpers.transformer import (
     set_training,
     split_heads,
 )
+from helpers.validation import (
+    as_real_array,
+    check_ids,
+    check_int,
+    check_number,
+    check_rng,
+    check_shape,
+)
 
 # ── 07 · Training ─────────────────────────────────────────────────────────────────────────────
 
@@ -41,6 +49,11 @@ def gradient_check(f, params, grads, *, eps=1e-6, max_entries=None, rng=None):
     sqrt(sum of ||g - n||^2 / sum of (||g|| + ||n||)^2), one number dominated by the arrays
     with the largest gradients, so it can hide a small wrong array: check per_name too.
     """
+    eps = check_number(eps, "eps", "(0, inf)")
+    if max_entries is not None:
+        max_entries, rng = check_int(max_entries, "max_entries", "[1, inf)"), check_rng(rng)
+    if not isinstance(params, dict) or not isinstance(grads, dict) or set(grads) != set(params):
+        raise ValueError("params and grads must be dicts with the same names")
     per_name, diffs, norms = {}, 0.0, 0.0
     for name, p in params.items():
         if p.dtype != np.float64:
@@ -71,6 +84,7 @@ def softmax_backward(p, d_p):
 
     A blocked key has p = 0 and so gets d_x = 0: masks need no special case.
     """
+    d_p = check_shape(d_p, "d_p", np.shape(p))
     return p * (d_p - np.sum(d_p * p, axis=-1, keepdims=True))
 
 
@@ -80,6 +94,7 @@ def attention_backward(Q, K, V, weights, d_out):
     Q, K, V and the weights from the forward pass (with the same leading axes); d_out
     (..., T_q, d_v). Returns (d_Q, d_K, d_V).
     """
+    d_out = check_shape(d_out, "d_out", (*weights.shape[:-1], V.shape[-1]))
     scale = np.sqrt(Q.shape[-1], dtype=Q.dtype)
     d_weights = d_out @ V.swapaxes(-1, -2)  # (..., T_q, T_k)
     d_V = weights.swapaxes(-1, -2) @ d_out  # (..., T_k, d_v)
@@ -93,12 +108,16 @@ def sum_rows(a):
     """The sum of a (..., d) over every axis but the last, (d,): a.reshape(-1, d).sum(axis=0),
     computed as a matrix product with a row of ones, which is faster in NumPy (its sum down a
     tall, narrow array is slow; BLAS is not)."""
+    a = as_real_array(a, "a")
+    if a.ndim < 1:
+        raise ValueError(f"a must have shape (..., d), got {a.shape}")
     rows = a.reshape(-1, a.shape[-1])  # (N, d): one row per position
     return np.ones(len(rows), dtype=a.dtype) @ rows  # (d,)
 
 
 def linear_backward(x, W, d_y):
     """y = x @ W + b with x (..., d_in): returns (d_x, d_W, d_b), summed over the leading axes."""
+    d_y = check_shape(d_y, "d_y", (*x.shape[:-1], W.shape[-1]))
     x_rows = x.reshape(-1, x.shape[-1])  # (N, d_in): one row per position, so that every
     d_rows = d_y.reshape(-1, d_y.shape[-1])  # (N, d_out) product is 2-d (3-d @ W.T is slower)
     d_x = (d_rows @ W.T).reshape(*d_y.shape[:-1], W.shape[0])  # (..., d_in)
@@ -107,11 +126,10 @@ def linear_backward(x, W, d_y):
 
 @add_to_class(MultiHeadAttention, "backward")
 def mha_backward(self, d_out):
-    """Backward of MultiHeadAttention.forward: ((d_query, d_key, d_value), grads).
-
-    For self-attention (query, key and value are one array) the caller adds the three.
-    """
+    """Backward of MultiHeadAttention.forward: ((d_query, d_key, d_value), grads). For
+    self-attention (query, key and value are one array) the caller adds the three."""
     c = self.saved()  # the AttentionCache of the last forward
+    d_out = check_shape(d_out, "d_out", c.heads.shape)  # (..., T_q, d_model), forward's output
     grads = {}
     d_heads, grads["W_o"], grads["b_o"] = linear_backward(c.heads, self.W_o, d_out)
     d_heads = split_heads(d_heads, self.n_heads)  # (..., h, T_q, d_k)
@@ -130,6 +148,7 @@ def layer_norm_backward(self, d_out):
     g = d_out * gamma; the two means remove what the normalisation itself takes away.
     """
     x_hat, std = self.saved()
+    d_out = check_shape(d_out, "d_out", x_hat.shape)
     grads = {"gamma": sum_rows(d_out * x_hat), "beta": sum_rows(d_out)}
     g = d_out * self.gamma  # (..., d_model)
     mean_g = g.mean(axis=-1, keepdims=True)
@@ -141,6 +160,7 @@ def layer_norm_backward(self, d_out):
 def ffn_backward(self, d_out):
     """Backward of FeedForward.forward: returns (d_x, grads). ReLU passes gradient where > 0."""
     x, hidden = self.saved()
+    d_out = check_shape(d_out, "d_out", x.shape)
     grads = {}
     d_hidden, grads["W_2"], grads["b_2"] = linear_backward(hidden, self.W_2, d_out)
     d_hidden = d_hidden * (hidden > 0)  # (..., T, d_ff)
@@ -155,6 +175,7 @@ def dropout_backward(self, d_out):
     keep = self.saved().keep
     if keep is None:
         return d_out, {}
+    d_out = check_shape(d_out, "d_out", keep.shape)
     return d_out * keep / (1.0 - self.p), {}
 
 
@@ -256,6 +277,9 @@ def log_softmax(logits):
     Never log(0): the largest entry contributes exp(0) = 1 to the sum, so the log is of a number
     >= 1, and every result is finite for finite logits.
     """
+    logits = as_real_array(logits, "logits")
+    if logits.ndim < 1 or logits.shape[-1] == 0:
+        raise ValueError(f"logits must have shape (..., n_vocab), n_vocab >= 1, got {logits.shape}")
     shifted = logits - logits.max(axis=-1, keepdims=True)
     return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
 
@@ -265,22 +289,27 @@ def cross_entropy(logits, targets, *, label_smoothing=0.0, ignore_id=None):
 
     logits (..., n_vocab), targets (...) integer ids. The target distribution puts
     label_smoothing / n_vocab on every token, plus 1 - label_smoothing on the right one.
-    Positions whose target is `ignore_id` (padding) count for nothing.
+    Positions whose target is `ignore_id` (padding) count for nothing; at least one must count.
     Returns (loss, d_logits); d_logits = (softmax(logits) - target distribution) / n_counted.
     """
-    logits, targets = np.asarray(logits), np.asarray(targets)
-    if logits.shape[:-1] != targets.shape:
+    logits, targets = as_real_array(logits, "logits"), np.asarray(targets)
+    if logits.ndim < 1 or logits.shape[:-1] != targets.shape:
         raise ValueError(f"targets must have shape {logits.shape[:-1]} (logits {logits.shape} "
                          f"without the vocabulary axis), got {targets.shape}")
-    if not 0.0 <= label_smoothing < 1.0:
-        raise ValueError(f"label_smoothing must lie in [0, 1), got {label_smoothing}")
+    label_smoothing = check_number(label_smoothing, "label_smoothing", "[0, 1)")
     n_vocab = logits.shape[-1]
+    if ignore_id is not None:
+        ignore_id = check_int(ignore_id, "ignore_id", "(-inf, inf)")
+    counted = np.ones(targets.shape, dtype=bool) if ignore_id is None else targets != ignore_id
+    if not counted.any():
+        raise ValueError(f"targets has no position to count: shape {targets.shape}, "
+                         f"ignore_id={ignore_id}")
+    check_ids(targets[counted], "targets", n_vocab)  # every counted one an id: -1 is no class
     log_p = log_softmax(logits)  # (..., n_vocab)
     q = np.full(logits.shape, label_smoothing / n_vocab, dtype=log_p.dtype)
-    np.put_along_axis(q, targets[..., None], 1.0 - label_smoothing + label_smoothing / n_vocab,
-                      axis=-1)
-    counted = np.ones(targets.shape, dtype=bool) if ignore_id is None else targets != ignore_id
-    n = max(int(counted.sum()), 1)
+    np.put_along_axis(q, np.where(counted, targets, 0)[..., None],
+                      1.0 - label_smoothing + label_smoothing / n_vocab, axis=-1)
+    n = int(counted.sum())
     loss = -(q * log_p).sum(axis=-1)[counted].sum() / n
     d_logits = (np.exp(log_p) - q) * counted[..., None] / n
     return float(loss), d_logits
@@ -294,6 +323,8 @@ def embedding_backward(table, tokens, d_x, scale):
     one_hot.T @ d_x with one_hot[n, v] = (token n == v). np.add.at(d_table, ids, rows) sums the
     same, much more slowly, but needs no (N, V) matrix: it takes over for a large vocabulary.
     """
+    tokens = check_ids(tokens, "tokens", len(table))
+    d_x = check_shape(d_x, "d_x", (*tokens.shape, table.shape[-1]))
     ids, rows = tokens.reshape(-1), d_x.reshape(-1, table.shape[-1])  # (N,), (N, d_model)
     if len(ids) * len(table) > 2**24:  # the one-hot matrix would pass 64 MB in float32
         d_table = np.zeros_like(table)
@@ -310,6 +341,7 @@ def transformer_backward(self, d_logits):
     exactly like parameters(). Shared or tied matrices sum the gradients of all their uses.
     """
     src, tgt, x = self.saved()
+    d_logits = check_shape(d_logits, "d_logits", (*tgt.shape, self.tgt_vocab))
     scale = np.sqrt(self.d_model, dtype=self.src_embed.dtype)
     grads = {}
     if self.tie_output:  # logits = x @ E^T
@@ -338,9 +370,11 @@ def lrate(step, d_model, warmup, factor=1.0):
     Linear warm-up for `warmup` steps, then decay as 1 / sqrt(step); the peak, at step = warmup,
     is factor / sqrt(d_model * warmup). step counts from 1 (scalar or array).
     """
-    step = np.asarray(step, dtype=np.float64)
-    if np.any(step < 1):
-        raise ValueError(f"step counts from 1, got min {step.min()}")
+    d_model, warmup, factor = (check_number(v, name, "(0, inf)") for v, name in
+                               ((d_model, "d_model"), (warmup, "warmup"), (factor, "factor")))
+    step = as_real_array(step, "step").astype(np.float64)
+    if not np.all(step >= 1):  # NaN too
+        raise ValueError(f"step counts from 1, got {step if step.ndim == 0 else step.min()}")
     return factor * d_model**-0.5 * np.minimum(step**-0.5, step * warmup**-1.5)
 
 
@@ -348,12 +382,22 @@ def lrate_linear_decay(step, d_model, warmup, total, factor=1.0):
     """The paper's warm-up up to its peak at step `warmup`, then a straight line down to 0 at
     step `total` (instead of the paper's 1 / sqrt(step), which is still 41% of the peak after
     6 x warmup steps). step counts from 1 (scalar or array)."""
-    if not 1 <= warmup < total:
-        raise ValueError(f"need 1 <= warmup < total, got warmup={warmup}, total={total}")
-    step = np.asarray(step, dtype=np.float64)
-    peak = lrate(warmup, d_model, warmup, factor)
+    warmup = check_number(warmup, "warmup", "[1, inf)")
+    if not check_number(total, "total", "(1, inf)") > warmup:
+        raise ValueError(f"total must be larger than warmup, got warmup={warmup}, total={total}")
+    warm = lrate(step, d_model, warmup, factor)  # which checks step, d_model and factor
+    step, peak = np.asarray(step, dtype=np.float64), lrate(warmup, d_model, warmup, factor)
     decay = peak * np.clip((total - step) / (total - warmup), 0.0, None)
-    return np.where(step <= warmup, lrate(step, d_model, warmup, factor), decay)
+    return np.where(step <= warmup, warm, decay)
+
+
+class TrainingDiverged(ValueError):
+    """The loss, the gradients or an update stopped being finite numbers: the training diverged.
+    Raised before the parameters are touched; `history` holds the steps before (train's)."""
+
+    def __init__(self, message, history=None):
+        super().__init__(message)
+        self.history = history
 
 
 def clip_by_global_norm(grads, max_norm):
@@ -362,12 +406,12 @@ def clip_by_global_norm(grads, max_norm):
     length of a rare huge gradient is capped, so that one unusual batch weighs no more than a
     usual one in the optimiser's running averages. max_norm None: no clipping.
     Returns (grads, norm before clipping); a norm that is not finite (inf or NaN: the training
-    diverged) raises a ValueError instead of spreading NaN through the weights."""
-    if max_norm is not None and not (isinstance(max_norm, (int, float)) and 0 < max_norm < np.inf):
-        raise ValueError(f"max_norm must be a positive number or None, got max_norm={max_norm!r}")
+    diverged) raises TrainingDiverged instead of spreading NaN through the weights."""
+    if max_norm is not None:
+        max_norm = check_number(max_norm, "max_norm", "(0, inf)")
     norm = float(np.sqrt(sum(float(np.vdot(g, g)) for g in grads.values())))
     if not np.isfinite(norm):
-        raise ValueError(f"the gradients' global norm is {norm}: the training diverged")
+        raise TrainingDiverged(f"the gradients' global norm is {norm}: the training diverged")
     if max_norm is None or norm <= max_norm:
         return grads, norm
     scale = max_norm / norm  # a Python float: float32 gradients stay float32
@@ -386,7 +430,13 @@ class Adam:
     """
 
     def __init__(self, params, *, beta1=0.9, beta2=0.98, eps=1e-9):
-        self.params, self.beta1, self.beta2, self.eps = params, beta1, beta2, eps
+        if not isinstance(params, dict) or not all(
+                isinstance(p, np.ndarray) and p.dtype.kind == "f" for p in params.values()):
+            raise ValueError("params must be a dict of float arrays, as model.parameters() "
+                             f"returns, got {type(params).__name__}")
+        self.params, self.eps = params, check_number(eps, "eps", "(0, inf)")
+        self.beta1, self.beta2 = (check_number(b, name, "[0, 1)")  # beta = 1: m_hat = 0 / 0
+                                  for b, name in ((beta1, "beta1"), (beta2, "beta2")))
         self.slices, n = {}, 0  # name -> its slice of the flat vector
         for name, p in params.items():
             self.slices[name], n = slice(n, n + p.size), n + p.size
@@ -399,6 +449,15 @@ class Adam:
         self.t = 0
 
     def step(self, grads, lr):
+        self.apply(self.update(grads, lr))
+
+    def update(self, grads, lr):
+        """The step of every parameter, one flat vector (n,); the moments move, the parameters
+        not yet. TrainingDiverged if it is not finite."""
+        lr = check_number(lr, "lr", "[0, inf)")
+        if not isinstance(grads, dict) or grads.keys() != self.params.keys() or any(
+                np.shape(grads[name]) != p.shape for name, p in self.params.items()):
+            raise ValueError("grads must have the names and shapes of params")
         self.t += 1
         c1, c2 = 1.0 - self.beta1**self.t, 1.0 - self.beta2**self.t
         g = np.concatenate([grads[name].reshape(-1) for name in self.params])  # (n,): all of them
@@ -408,8 +467,26 @@ class Adam:
         v *= self.beta2
         v += (1.0 - self.beta2) * g * g
         update = lr * (m / c1) / (np.sqrt(v / c2) + self.eps)  # (n,)
+        if not np.isfinite(update).all():
+            raise TrainingDiverged("Adam's update is not finite: the training diverged")
+        return update
+
+    def apply(self, update):
+        """p -= its part of `update`, for every parameter."""
         for name, p in self.params.items():
             p -= update[self.slices[name]].reshape(p.shape)
+
+
+def loss_stalled(losses, every, *, evaluations=3, tolerance=0.02):
+    """True when the loss has not moved from where it started: the mean of every stretch of
+    `every` losses, `evaluations` of them or more after the first, lies within `tolerance` of
+    the first stretch's mean (relative). A learning rate far too small does that, or one so
+    large that the model's outputs saturated at a uniform guess (a loss of ln V)."""
+    n = len(losses) // every
+    if n <= evaluations:
+        return False
+    means = np.reshape(losses[:n * every], (n, every)).mean(axis=1)  # (n,): one per stretch
+    return bool(np.all(np.abs(means[1:] - means[0]) <= tolerance * abs(means[0])))
 
 
 def train(model, batches, loss, schedule, *, steps, rng=None, clip=None, evaluate=None,
@@ -426,8 +503,19 @@ def train(model, batches, loss, schedule, *, steps, rng=None, clip=None, evaluat
     model in evaluation mode, which is how the model is left at the end. optimizer: anything
     with step(grads, lr) that updates model.parameters() (default Adam; notebook 10's AdamW).
     Returns history: per step "loss", "grad_norm" (before clipping) and "lr"; "eval_step" and a
-    list for each name that evaluate returns.
+    list for each name that evaluate returns; "stalled", the step at which the loss was found
+    not to have moved from its start (loss_stalled, checked every eval_every steps), if it was.
+    A loss, gradient or update that is not finite raises TrainingDiverged, which carries the
+    history so far; the parameters are left as they were before that step.
     """
+    steps, eval_every = check_int(steps, "steps", "[1, inf)"), check_int(eval_every,
+                                                                         "eval_every", "[1, inf)")
+    for name, f in {"batches": batches, "loss": loss, "schedule": schedule, "evaluate": evaluate,
+                    "stop": stop, "callback": callback}.items():
+        if not callable(f) and (f is not None or name in ("batches", "loss", "schedule")):
+            raise ValueError(f"{name} must be a function, got {type(f).__name__}")
+    clip = None if clip is None else check_number(clip, "clip", "(0, inf)")
+    rng = None if rng is None else check_rng(rng)
     optimizer = Adam(model.parameters()) if optimizer is None else optimizer
     history = {"loss": [], "grad_norm": [], "lr": [], "eval_step": []}
     for step in range(1, steps + 1):
@@ -436,13 +524,22 @@ def train(model, batches, loss, schedule, *, steps, rng=None, clip=None, evaluat
         output = model.forward(*inputs)
         set_training(model, None)
         value, d_output = loss(output, targets)
-        _, grads = model.backward(d_output)
-        grads, norm = clip_by_global_norm(grads, clip)
-        lr = float(schedule(step))
-        optimizer.step(grads, lr)
+        try:  # nothing has changed the parameters yet
+            if not np.isfinite(value):
+                raise TrainingDiverged(f"the loss is {value}: the training diverged")
+            _, grads = model.backward(d_output)
+            grads, norm = clip_by_global_norm(grads, clip)
+            lr = float(schedule(step))
+            optimizer.step(grads, lr)
+        except TrainingDiverged as error:
+            raise TrainingDiverged(f"step {step}: {error}; the parameters are those before this "
+                                   "step, error.history the steps before", history) from None
         history["loss"].append(value)
         history["grad_norm"].append(norm)
         history["lr"].append(lr)
+        if step % eval_every == 0 and "stalled" not in history \
+                and loss_stalled(history["loss"], eval_every):
+            history["stalled"] = step
         if evaluate is not None and step % eval_every == 0:
             history["eval_step"].append(step)
             for name, number in evaluate(model).items():
@@ -457,6 +554,8 @@ def train(model, batches, loss, schedule, *, steps, rng=None, clip=None, evaluat
 def first_below(losses, level, window=10):
     """The first step (counting from 1) at which the mean of the last `window` losses is below
     `level`; None if it never is. A mean, so that one lucky batch does not count."""
+    window, level = check_int(window, "window", "[1, inf)"), check_number(level, "level",
+                                                                          "(-inf, inf)")
     if len(losses) < window:
         return None
     smooth = np.convolve(losses, np.ones(window) / window, mode="valid")

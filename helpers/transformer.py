@@ -644,10 +644,7 @@ class Transformer(Module):
         if tgt.shape[0] != memory.shape[0]:
             raise ValueError(f"batch sizes differ: tgt has B={tgt.shape[0]}, the source "
                              f"B={memory.shape[0]}")
-        start = 0 if kv_caches is None else kv_caches[0]["self_attn"].length  # already cached
-        if start >= tgt.shape[1]:
-            raise ValueError(f"tgt has T={tgt.shape[1]} positions, all of them cached already: "
-                             "pass the prefix with its new positions")
+        start = 0 if kv_caches is None else kv_caches[0]["self_attn"].start(tgt)  # cached
         self_mask = causal_mask(tgt.shape[1])[start:]  # (T - start, T): new queries, all keys
         if self.pad_id is not None:
             self_mask = self_mask | padding_mask_from_tokens(tgt, self.pad_id)  # (B, 1, ., T)

@@ -70,11 +70,11 @@ def check_positive_int(value, name, about=""):
 def check_float_dtype(dtype):
     """np.dtype(dtype) if it is a float type (float32, float64, ...); else a ValueError."""
     try:
-        dtype = np.dtype(dtype)
+        dtype = np.dtype(dtype) if dtype is not None else None  # np.dtype(None) is float64
     except TypeError:
         raise ValueError(f"dtype must be a float type such as float32 or float64, got {dtype!r}") \
             from None
-    if not np.issubdtype(dtype, np.floating):
+    if dtype is None or not np.issubdtype(dtype, np.floating):
         raise ValueError(f"dtype must be a float type such as float32 or float64, got {dtype}")
     return dtype
 
@@ -107,3 +107,73 @@ def check_token_ids(tokens, name, n_ids, max_len):
         raise ValueError(f"{name} has token ids in [{tokens.min()}, {tokens.max()}], outside "
                          f"the vocabulary [0, {n_ids})")
     return tokens
+
+
+
+def _inside(value, interval):
+    """Whether `value` lies in `interval`, written as in mathematics: "[0, 1)", "(0, inf)"."""
+    low, high = (float(end) for end in interval[1:-1].split(","))
+    above = low <= value if interval[0] == "[" else low < value
+    return above and (value <= high if interval[-1] == "]" else value < high)
+
+
+def check_number(value, name, interval):
+    """`value` as a float if it is a real number (int, float, or NumPy's: np.float32(1.0) is one;
+    True is not) inside `interval` ("[0, 1)", "(0, inf)"); else a ValueError naming `name`, what
+    it got and what is allowed. NaN lies in no interval."""
+    number = value.item() if isinstance(value, (np.integer, np.floating)) else value
+    if isinstance(number, bool) or not isinstance(number, (int, float)) \
+            or not _inside(number, interval) or not abs(number) <= 1.7976931348623157e308:
+        raise ValueError(f"{name} must be a number in {interval}, got {name}={value!r:.40}")
+    return float(number)
+
+
+def check_int(value, name, interval):
+    """`value` as an int if it is an integer (int or NumPy's; True is not) inside `interval`;
+    else a ValueError naming `name`: a position of 0.5 or a count of 2.0 is refused."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) \
+            or not _inside(value, interval):
+        raise ValueError(f"{name} must be an int in {interval}, got {name}={value!r:.40}")
+    return int(value)
+
+
+def check_flag(value, name):
+    """`value` as a bool if it is True or False (NumPy's too); else a ValueError: rope="no" is a
+    non-empty string, which Python would read as True."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False, got {name}={value!r}")
+    return bool(value)
+
+
+def check_rng(rng, name="rng"):
+    """`rng` if it is a np.random.Generator (np.random.default_rng(seed)); else a ValueError."""
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError(f"{name} must be a np.random.Generator, such as "
+                         f"np.random.default_rng(0), got {type(rng).__name__}")
+    return rng
+
+
+def check_ids(ids, name, n_ids, *, ndim=None, min_size=1):
+    """`ids` as an integer array if every entry is an id in [0, n_ids), with `ndim` axes (None:
+    any) and at least `min_size` entries; else a ValueError naming `name`. A negative id would
+    silently count from the end (table[-1] is the last row)."""
+    ids = np.asarray(ids)
+    if not np.issubdtype(ids.dtype, np.integer) or (ndim is not None and ids.ndim != ndim):
+        axes = "" if ndim is None else f" with {ndim} axes"
+        raise ValueError(f"{name} must be integer ids{axes}, got {ids.dtype} {ids.shape}")
+    if ids.size < min_size:
+        raise ValueError(f"{name} must hold at least {min_size} id{'s' * (min_size > 1)}, "
+                         f"got shape {ids.shape}")
+    if ids.size and (ids.min() < 0 or ids.max() >= n_ids):
+        raise ValueError(f"{name} has values in [{ids.min()}, {ids.max()}], outside the ids "
+                         f"[0, {n_ids})")
+    return ids
+
+
+def check_shape(x, name, shape):
+    """`x` as an array of real numbers if its shape is `shape`; else a ValueError naming `name`,
+    the shape received and the shape expected (a gradient must have its output's shape)."""
+    x = as_real_array(x, name)
+    if x.shape != tuple(shape):
+        raise ValueError(f"{name} must have shape {tuple(shape)}, got {x.shape}")
+    return x

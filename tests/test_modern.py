@@ -216,16 +216,30 @@ def test_rope_is_notebook_03s_rotation_by_minus_the_position(rng):
         assert np.allclose(rope(x, p), x @ relative_position_matrix(-p, 8), atol=1e-12)
 
 
-def test_rotations_are_computed_once_read_only_and_exact():
-    table = rotations(3, 5, 8)
-    assert rotations(3, 5, 8) is table and not table.flags.writeable
+def test_rotations_are_exact_and_a_model_slices_its_own_table(rng):
+    table = rotations(5, 8, 3)
     angles = np.arange(3, 8)[:, None] * pe_frequencies(8)
     np.testing.assert_array_equal(table, np.exp(1j * angles))
-    np.testing.assert_array_equal(rotations(3, 5, 8, inverse=True), np.conj(table))
-    small = rotations(3, 5, 8, dtype=np.complex64)
-    assert small.dtype == np.complex64 and small is not table
-    with pytest.raises(ValueError, match="read-only"):
-        table[0, 0] = 1.0  # a caller cannot corrupt the shared table
+    layer = GroupedQueryAttention(8, 2, 1, rng, max_len=12)
+    np.testing.assert_array_equal(layer.turns, rotations(12, 4))  # (max_len, d_k / 2), once
+    x = rng.standard_normal((2, 5, 4))
+    np.testing.assert_array_equal(rope(x, 3, table=layer.turns), rope(x, 3))
+    np.testing.assert_array_equal(rope(x, 3, inverse=True, table=layer.turns),
+                                  rope(x, 3, inverse=True))
+    with pytest.raises(ValueError, match="not in the table"):
+        rope(x, 8, table=layer.turns)  # positions 8..12: the table ends at 11
+
+
+def test_no_process_wide_cache_of_rotations(rng):
+    """The issue: a cache keyed by int(start) served start=0.5's table to start=0."""
+    import helpers.modern as modern
+    assert not [name for name, v in vars(modern).items() if isinstance(v, dict) and v
+                and name not in ("NORMS", "FFNS", "PAPER_2017", "TODAY", "__builtins__")]
+    x = rng.standard_normal((4, 8))
+    fresh = rope(x)
+    with pytest.raises(ValueError, match="start"):
+        rope(x, start=0.5)
+    np.testing.assert_array_equal(rope(x, start=0), fresh)
 
 
 def test_rope_start_continues_the_positions_and_accepts_views(rng):

@@ -210,7 +210,7 @@ MODEL_FILES = {"transformer.py": {"helpers.module", "helpers.validation"}, "modu
                "validation.py": set(),
                "decoding.py": {"helpers.module", "helpers.validation", "helpers.transformer"},
                "modern.py": {"helpers.module", "helpers.validation", "helpers.transformer",
-                             "helpers.training"}}
+                             "helpers.training", "helpers.decoding"}}
 
 
 @pytest.mark.parametrize("name", sorted(MODEL_FILES))
@@ -300,10 +300,10 @@ LAYERS = {  # a module may import only modules of a lower layer (README, "Layout
     "helpers.modern": 3,
     "helpers.data": 4, "helpers.reversal": 4,
     "helpers.analysis": 5, "helpers.lm": 5,
-    "helpers.checks.core": 0,
+    "helpers.checks.core": 0, "helpers.checks.wire": 0, "helpers.checks.child": 1,
     **{f"helpers.checks.{m}": 6 for m in ("attention", "heads", "positions", "masks", "blocks",
                                            "decoder", "training", "cost", "modern", "lm")},
-    "helpers.checks": 7, "helpers.checks.__main__": 8,
+    "helpers.checks": 7, "helpers.checks.__main__": 8, "helpers.checks.worker": 8,
     "helpers.widgets.explorer": 5,
     **{f"helpers.widgets.{m}": 6 for m in ("attention", "positions", "masks", "blocks",
                                             "decoder", "training", "cost", "modern", "lm")},

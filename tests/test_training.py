@@ -73,7 +73,7 @@ def test_linear_decay_follows_the_warm_up_then_a_straight_line_to_zero():
     assert np.all(lr[599:] == 0) and np.all(np.diff(lr[99:600]) < 0)
     # the paper's rate at 6 x warm-up is still sqrt(1/6) = 41% of its peak
     assert lrate(600, 32, 100) / lrate(100, 32, 100) == pytest.approx(6 ** -0.5, rel=1e-12)
-    with pytest.raises(ValueError, match="warmup < total"):
+    with pytest.raises(ValueError, match="total must be larger than warmup"):
         lrate_linear_decay(5, 32, 100, 100)
 
 
@@ -364,7 +364,7 @@ def test_first_below_uses_the_mean_of_a_window():
 
 @pytest.mark.parametrize("max_norm", [0, -1.0, float("inf"), float("nan"), "2"])
 def test_clipping_refuses_a_bound_that_is_not_positive(max_norm):
-    with pytest.raises(ValueError, match="max_norm must be a positive number"):
+    with pytest.raises(ValueError, match=r"max_norm must be a number in \(0, inf\)"):
         clip_by_global_norm({"a": np.ones(2)}, max_norm)
 
 

@@ -2,9 +2,10 @@
 
 An `Exercise` holds the reference implementation, a few small cases (hand-checkable ones first)
 and a catalogue of `Mistake`s. Each mistake is a *model*: a wrong implementation with the same
-signature, written the way a learner would get it wrong. `run` calls the learner's function on
-every case and compares it with the reference; if it differs, it compares it with every mistake's
-model on the same cases. The diagnosis is honest about what it knows:
+signature, written the way a learner would get it wrong. `run` is two halves: `answer` calls the
+learner's function on every case (the only part that runs the learner's code; the grader runs it
+in a child process), and `verdict` compares those results with the reference and, if they differ,
+with every mistake's model on the same cases. The diagnosis is honest about what it knows:
 
 * "passed": every case agrees with the reference (to `rtol`/`atol`);
 * "not implemented": the stub (or something it calls) still raises NotImplementedError;
@@ -16,6 +17,9 @@ model on the same cases. The diagnosis is honest about what it knows:
   is shown), or it returned something of the wrong kind (None, another shape);
 * "error": it raised (the exception and the learner's line are quoted), or ran past
   `LIMIT_SECONDS` (an endless loop);
+* "not credited": it is, or calls, the library's implementation of the exercise (`answer`'s
+  `library`; `check` and grading ask for it);
+* "did not finish": it called exit(), or its process crashed or was stopped (grading a file);
 * "missing" (only when grading a file): the file does not define the function.
 
 A learner's output at rounding level from the reference (another order of the same sums) passes.
@@ -25,9 +29,11 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import inspect
 import os
 import signal
+import sys
 import threading
 import time
 import traceback
@@ -36,7 +42,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Case", "Exercise", "Mistake", "Result", "run", "same", "time_limit"]
+__all__ = ["Answer", "Case", "Exercise", "Mistake", "Result", "answer", "run", "same", "time_limit",
+           "verdict"]
 
 RTOL, ATOL = 1e-6, 1e-9  # float64 references: far above rounding, far below any real mistake
 
@@ -95,7 +102,8 @@ class Result:
 
     key: str
     name: str
-    status: str  # passed | not implemented | mistake | ambiguous | wrong | error | missing
+    status: str  # passed | not implemented | mistake | ambiguous | wrong | error | not credited
+    #              | did not finish | missing
     message: str
     mistakes: tuple[str, ...] = ()
 
@@ -313,29 +321,116 @@ def _learner_line(error, ex, case):
             "do your function's parameters match?")
 
 
-def run(ex: Exercise, fn) -> Result:
-    """Check the learner's `fn` against the exercise; never raises for a wrong `fn`."""
+@dataclass(frozen=True)
+class Answer:
+    """What the learner's function did on the cases (`answer`, the learner's half of `run`):
+    `outputs`, its results on the cases before it stopped, in order, and how it `ended`:
+    "" (every case returned), "not implemented", "error" (`said` "Type: message", `line` where),
+    "exit" (it called exit()), "library" (`said` names the library's function it called),
+    "not a function" (`said` shows what it is); or, when grading a file, "did not finish",
+    "too big" (`said`: why), "missing" and "imported" (`said`: from which module)."""
+
+    outputs: tuple = ()
+    ended: str = ""
+    said: str = ""
+    line: str = ""
+
+
+@contextlib.contextmanager
+def _watching(library, called):
+    """Note in `called` the name of each `library` code object entered, in the block, from code
+    that is not the library's (the learner's), or from `_call` itself (fn *is* the library's
+    function, or a C wrapper of it such as functools.partial). Library code calling it (a
+    library model passed in as an argument) is not noted."""
+    if not library:
+        yield
+        return
+    helpers = os.path.dirname(os.path.dirname(__file__)) + os.sep
+    names = {id(code): name for code, name in library.items()}  # these very code objects: equal
+    # ones (the same bytes at the same line of another file) are another function
+
+    def profile(frame, event, arg):
+        if event == "call" and id(frame.f_code) in names:
+            caller = frame.f_back
+            if caller is None or caller.f_code is _call.__code__ or not (
+                    caller.f_code.co_filename.startswith(helpers)):
+                called.append(names[id(frame.f_code)])
+
+    previous = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        yield
+    finally:
+        sys.setprofile(previous)
+
+
+def _one(ex, fn, case, library):
+    """(value, None) for one call of fn, or (None, an Answer saying why it returned nothing)."""
+    called, value, stopped = [], None, None
+    try:
+        with time_limit(), _watching(library, called):
+            value = _call(fn, case)
+    except NotImplementedError as stub:
+        stopped = Answer(ended="not implemented", said=str(stub))
+    except SystemExit:  # exit() in the learner's function ends the check of it, nothing more
+        stopped = Answer(ended="exit")
+    except Exception as error:  # the learner's code raised: quote where and what
+        stopped = Answer(ended="error", said=f"{type(error).__name__}: {error}",
+                         line=_learner_line(error, ex, case))
+    if called:  # whatever happened after, the library did the work
+        return None, Answer(ended="library", said=called[0])
+    return value, stopped
+
+
+def answer(ex: Exercise, fn, library: dict | None = None) -> Answer:
+    """Call the learner's `fn` on every case, in order, until one does not return; never raises
+    for a wrong `fn`. `library` ({code object: name}, e.g. `helpers.checks.library(ex)`): a call
+    of that code from the learner's (not from the library's own) ends the answer "library"."""
     if not callable(fn):
-        return Result(ex.key, ex.name, "wrong",
-                      f"{_header(ex, '✗')}: expected a function, got {_show(fn)}.")
-    names = ex.outputs
-    got, expected = [], []
+        return Answer(ended="not a function", said=_show(fn))
+    outputs = []
     for case in ex.cases:
-        try:
-            with time_limit():
-                value = _call(fn, case)
-        except NotImplementedError as stub:
-            said = f" ({stub})" if str(stub) else ""
-            return Result(ex.key, ex.name, "not implemented",
-                          f"{_header(ex, '…')}: not implemented yet{said}. Write it in the cell "
-                          "above, run that cell, then run this one again.")
-        except Exception as error:  # the learner's code raised: quote where and what
-            return Result(ex.key, ex.name, "error",
-                          f"{_header(ex, '✗')}: raised {type(error).__name__}: {error}\n"
-                          f"  case: {case.label}\n  at: {_learner_line(error, ex, case)}\n"
-                          f"  {_see(ex.see)}")
-        got.append(value)
-        expected.append(_call(ex.reference, case))
+        value, stopped = _one(ex, fn, case, library)
+        if stopped is not None:
+            return dataclasses.replace(stopped, outputs=tuple(outputs))
+        outputs.append(value)
+    return Answer(tuple(outputs))
+
+
+def verdict(ex: Exercise, got: Answer) -> Result:
+    """The Result of the learner's answer: compared with the reference and the mistakes' models,
+    which run here, never in the learner's process."""
+    header = _header(ex, "✗")
+    case = ex.cases[min(len(got.outputs), len(ex.cases) - 1)]  # where it stopped
+    if got.ended == "not a function":
+        return Result(ex.key, ex.name, "wrong", f"{header}: expected a function, got {got.said}.")
+    if got.ended == "not implemented":
+        said = f" ({got.said})" if got.said else ""
+        return Result(ex.key, ex.name, "not implemented",
+                      f"{_header(ex, '…')}: not implemented yet{said}. Write it in the cell "
+                      "above, run that cell, then run this one again.")
+    if got.ended == "error":
+        return Result(ex.key, ex.name, "error",
+                      f"{header}: raised {got.said}\n  case: {case.label}\n  at: {got.line}\n"
+                      f"  {_see(ex.see)}")
+    if got.ended == "library":
+        return Result(ex.key, ex.name, "not credited",
+                      f"{header}: calls the library's {got.said} instead of writing it; the "
+                      "checker compares with the library, so that is not credited.")
+    if got.ended == "exit":
+        return Result(ex.key, ex.name, "did not finish",
+                      f"{header}: did not finish: called exit().\n  case: {case.label}")
+    if got.ended == "did not finish":
+        return Result(ex.key, ex.name, "did not finish", f"{header}: did not finish: {got.said}.")
+    if got.ended == "too big":
+        return Result(ex.key, ex.name, "wrong", f"{header}: its results are too big to compare "
+                      f"({got.said}).")
+    if got.ended or len(got.outputs) != len(ex.cases):
+        return Result(ex.key, ex.name, "did not finish",
+                      f"{header}: did not finish: its answer could not be read.")
+    names = ex.outputs
+    got = list(got.outputs)
+    expected = [_call(ex.reference, case) for case in ex.cases]
     wrong = [i for i, (e, g) in enumerate(zip(expected, got)) if not same(e, g, ex.rtol, ex.atol)]
     if not wrong:
         return Result(ex.key, ex.name, "passed",
@@ -371,3 +466,9 @@ def run(ex: Exercise, fn) -> Result:
                   f"{_header(ex, '✗')}: wrong on {len(wrong)} of {len(ex.cases)} cases, and not "
                   f"one of the {len(ex.mistakes)} mistakes this checker knows.\n{evidence}\n"
                   f"  {_see(ex.see)}")
+
+
+def run(ex: Exercise, fn, library: dict | None = None) -> Result:
+    """Check the learner's `fn` against the exercise in this process (`answer`, then `verdict`);
+    never raises for a wrong `fn`."""
+    return verdict(ex, answer(ex, fn, library))

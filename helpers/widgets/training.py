@@ -28,7 +28,8 @@ class TrainingMonitor(W.VBox):
     evaluation (no cleared output, no flicker). `metric` names the history list of the
     evaluations to plot on the right axis, over `metric_range` (train's evaluate returns it; the
     reversal task's is "accuracy", its validation exact match; notebook 10's "val", the
-    validation loss). Build it, display it, then train.
+    validation loss). Build it, display it, then train. When train() finds that the loss has not
+    moved from its start (history["stalled"]), the status line says so.
     """
 
     def __init__(self, steps: int, *, every: int = 25, title: str = "training",
@@ -62,7 +63,11 @@ class TrainingMonitor(W.VBox):
         acc = f" · {self.metric_label} {scores[-1]:.3f}" if scores else ""
         norm = f" · gradient norm {history['grad_norm'][-1]:.2f}" if history.get("grad_norm") \
             else ""
-        self.label.value = f"step {step} · loss {history['loss'][-1]:.3f}{norm}{acc}"
+        stalled = history.get("stalled")
+        warning = (f" · <b>the loss has not moved from its start in {stalled} steps: is the "
+                   "learning rate far too small, or so large that the outputs saturated?</b>"
+                   if stalled else "")
+        self.label.value = f"step {step} · loss {history['loss'][-1]:.3f}{norm}{acc}{warning}"
         if step % self.every == 0 or evaluated or step == 1:
             self.redraw(history)
 
