@@ -140,10 +140,10 @@ def _json(obj, **options) -> bytes:
 
 def _write_atomic(files: dict) -> None:
     """Write {path: bytes}, each to a temporary file beside its path (flushed and synced to
-    disk), then move them into place with os.replace in the order given: a manifest before its
-    .npz, whose move is the slow one, so that an interrupt seldom leaves one new and one old.
-    An exception (Ctrl-C too) removes the temporary files; raised before the moves, it leaves
-    every old file as it was."""
+    disk), then, once all are written, move them into place with os.replace, one right after
+    the other: an interrupt while writing (the slow part) leaves every old file as it was; only
+    one between the two moves leaves a new manifest beside an old .npz, which the SHA-256 check
+    reports. An exception (Ctrl-C too) removes the temporary files."""
     temporary = {}
     try:
         for path, data in files.items():

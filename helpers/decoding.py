@@ -45,14 +45,14 @@ class KVCache:
         cached (another prompt of the same shape would read the old one's keys), or that brings
         no new position, raises a ValueError; then the cache holds all of `tokens`."""
         t = self.length
-        if t and (tokens.shape[0] != self.tokens.shape[0] or tokens.shape[1] < t
-                  or not np.array_equal(tokens[:, :t], self.tokens[:, :t])):
+        if t and (self.tokens is None or tokens.shape[0] != self.tokens.shape[0]
+                  or tokens.shape[1] < t or not np.array_equal(tokens[:, :t], self.tokens[:, :t])):
             raise ValueError(f"tokens {tokens.shape} do not continue the {t} positions this "
                              "KVCache holds: start fresh caches for another prompt")
         if tokens.shape[1] <= t:
             raise ValueError(f"tokens has T={tokens.shape[1]} positions, all of them cached "
                              "already: pass the prefix with its new positions")
-        self.tokens = tokens
+        self.tokens = np.array(tokens)  # a copy: the caller may change its array in place
         return t
 
     def holds(self, memory):
@@ -152,7 +152,8 @@ def generate(model, prompt, steps, *, pick=None, stop_id=None, use_cache=True):
     model.forward(tokens[:, :-1]) at the n new positions. Dropout must be off; every cache the
     forward passes kept is cleared at the end (also when a step raises).
     """
-    if not all(hasattr(model, name) for name in ("decode", "logits", "decoder", "config")):
+    if not all(hasattr(model, name) for name in ("decode", "logits", "decoder", "config")) \
+            or not hasattr(model.config, "vocab"):  # a Transformer's config has src_vocab
         raise ValueError("model must be a decoder-only model (notebook 09's DecoderOnly), got "
                          f"{type(model).__name__}")
     vocab, max_len = model.config.vocab, model.config.max_len

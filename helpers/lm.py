@@ -27,7 +27,6 @@ from helpers.validation import (
     check_number,
     check_positive_int,
     check_rng,
-    check_token_ids,
 )
 
 # ── 10 · A language model that learns to write ────────────────────────────────────────────────
@@ -150,8 +149,8 @@ def write(model, prompt_ids, n, *, pick=None, context=None):
     included. A model trained on windows of `context` tokens never saw a later position, so a
     longer text is written in pieces: each piece starts from the last context // 2 tokens."""
     max_len = model.config.max_len
-    tokens = prompt_ids = check_token_ids(prompt_ids, "prompt_ids", model.config.vocab, max_len)
-    n = check_positive_int(n, "n")
+    tokens = prompt_ids = check_ids(prompt_ids, "prompt_ids", model.config.vocab, ndim=2)
+    n = check_positive_int(n, "n")  # a prompt longer than max_len is cut below
     context = max_len if context is None else check_int(context, "context", f"[2, {max_len}]")
     while tokens.shape[1] - prompt_ids.shape[1] < n:
         keep = tokens[:, -(context // 2):] if tokens.shape[1] > context // 2 else tokens
@@ -199,7 +198,7 @@ class AdamW(Adam):
         self.decayed = [p for p in params.values() if p.ndim >= 2]
 
     def step(self, grads, lr):
-        update = self.update(grads, lr)  # grads and lr checked, nothing changed yet
+        update = self.update(grads, lr)  # grads and lr checked, no parameter changed yet
         for p in self.decayed:
             p *= 1.0 - lr * self.weight_decay
         self.apply(update)

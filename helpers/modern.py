@@ -76,8 +76,10 @@ class RMSNorm(Module):
         if x.ndim < 1 or x.shape[-1] != self.d_model:
             raise ValueError(f"x must have shape (..., d_model={self.d_model}), got {x.shape}")
         x = x.astype(np.result_type(x.dtype, self.gamma.dtype), copy=False)  # 16**2 in uint8: 0
+        wide = x.astype(np.promote_types(x.dtype, np.float32), copy=False)  # float16: 300**2 inf
         with np.errstate(over="ignore"):  # an overflow is refused just below, by name
-            rms = np.sqrt((x * x).mean(axis=-1, keepdims=True) + self.eps)  # (..., 1)
+            rms = np.sqrt((wide * wide).mean(axis=-1, keepdims=True) + self.eps)  # (..., 1)
+        rms = rms.astype(x.dtype, copy=False)
         if np.isinf(rms).any() and np.isfinite(x).all():  # x * x overflowed: x / inf would be 0
             raise ValueError(f"x has values whose squares overflow {x.dtype} (largest |x| "
                              f"{np.abs(x).max():.3g}): scale it down first")
@@ -197,9 +199,10 @@ def rope(x, start=0, *, inverse=False, table=None):
     T, d = x.shape[-2], x.shape[-1]
     if table is None:
         turn = rotations(T, d, start)  # (T, d/2): e^(i p w_i)
-    elif table.shape[-1] != d // 2 or not 0 <= start <= len(table) - T:
+    elif not isinstance(table, np.ndarray) or table.dtype.kind != "c" or table.ndim != 2 \
+            or table.shape[1] != d // 2 or not 0 <= start <= len(table) - T:
         raise ValueError(f"positions {start}..{start + T - 1} of d={d} are not in the table of "
-                         f"shape {table.shape} (max_len, d/2)")
+                         f"{np.shape(table)} = (max_len, d/2) rotations, rotations(max_len, d)")
     else:
         turn = table[start:start + T]
     dtype = x.dtype if x.dtype.kind == "f" else np.dtype(np.float64)

@@ -503,8 +503,8 @@ def train(model, batches, loss, schedule, *, steps, rng=None, clip=None, evaluat
     model in evaluation mode, which is how the model is left at the end. optimizer: anything
     with step(grads, lr) that updates model.parameters() (default Adam; notebook 10's AdamW).
     Returns history: per step "loss", "grad_norm" (before clipping) and "lr"; "eval_step" and a
-    list for each name that evaluate returns; "stalled", the step at which the loss was found
-    not to have moved from its start (loss_stalled, checked every eval_every steps), if it was.
+    list for each name that evaluate returns; "stalled", the evaluation step at which the loss
+    was found not to have moved from its start (loss_stalled, stretches of eval_every steps).
     A loss, gradient or update that is not finite raises TrainingDiverged, which carries the
     history so far; the parameters are left as they were before that step.
     """
@@ -537,10 +537,9 @@ def train(model, batches, loss, schedule, *, steps, rng=None, clip=None, evaluat
         history["loss"].append(value)
         history["grad_norm"].append(norm)
         history["lr"].append(lr)
-        if step % eval_every == 0 and "stalled" not in history \
-                and loss_stalled(history["loss"], eval_every):
-            history["stalled"] = step
         if evaluate is not None and step % eval_every == 0:
+            if "stalled" not in history and loss_stalled(history["loss"], eval_every):
+                history["stalled"] = step
             history["eval_step"].append(step)
             for name, number in evaluate(model).items():
                 history.setdefault(name, []).append(number)

@@ -159,7 +159,7 @@ bad("sigmoid", "a", sigmoid, [np.ones(3, complex), "0.5", np.array(["a"])])
 bad("swiglu_hidden", "d_model", swiglu_hidden, NOT_COUNTS[:5])
 bad("rope", "start", lambda v: rope(X, start=v), [0.5, 2.0, "1", None, True, np.float32(1)])
 bad("rope", "x", rope, [np.ones((4, 7)), np.ones(8), np.ones((2, 8), complex), "x"])
-one("rope beyond its table", "table", lambda: rope(X, 10, table=np.ones((12, D // 2))))
+one("rope beyond its table", "table", lambda: rope(X, 10, table=rotations(12, D)))
 bad("GroupedQueryAttention", "n_kv_heads",
     lambda v: GroupedQueryAttention(D, H, v, rng()), [0, -1, 3, 1.0, None, True])
 bad("GroupedQueryAttention", "rope", lambda v: GroupedQueryAttention(D, H, 1, rng(), rope=v),
@@ -258,7 +258,14 @@ bad("generate", "pick", lambda v: generate(tiny(), PROMPT, 2, pick=v),
 bad("generate", "stop_id", lambda v: generate(tiny(), PROMPT, 2, stop_id=v),
     [-1, V, 2.0, "2", True])
 bad("generate", "use_cache", lambda v: generate(tiny(), PROMPT, 2, use_cache=v), NOT_FLAGS[:3])
-bad("generate", "model", lambda v: generate(v, PROMPT, 2), [None, "model", RMSNorm(D)])
+bad("generate", "model", lambda v: generate(v, PROMPT, 2),
+    [None, "model", RMSNorm(D), Transformer(9, 9, rng(), d_model=D, n_heads=H, d_ff=F,
+                                            n_layers=1, max_len=12)])
+bad("rope", "table", lambda v: rope(X, table=v), [[[1.0] * 4] * 5, np.ones((12, D // 2)),
+                                                   np.ones((12, 3), complex)])
+one("KVCache.start, a cache filled without its tokens", "tokens",
+    lambda: (lambda c: (c.add(np.ones((1, 1, 2, 4)), np.ones((1, 1, 2, 4)), None),
+                        c.start(np.array([[1, 2, 3]]))))(KVCache()))
 one("KVCache.start, a prefix that does not continue the cache", "tokens",
     lambda: (lambda c: (c.add(np.ones((1, 1, 2, 4)), np.ones((1, 1, 2, 4)), None),
                         setattr(c, "tokens", np.array([[1, 2]])),

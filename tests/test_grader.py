@@ -363,3 +363,69 @@ def test_library_code_calling_the_library_is_not_the_learners_call():
 
     result = checks.check(softmax)  # right but where -inf * 0 gives NaN: not "not credited"
     assert result.status == "wrong" and "wrong on 1 of 6 cases" in result.message, result.message
+
+
+def test_a_wrapper_of_adams_own_parts_is_not_credited():
+    from helpers.training import Adam
+
+    def adam_step(p, g, m, v, t, lr, beta1=0.9, beta2=0.98, eps=1e-9):
+        adam = Adam({"p": p.copy()}, beta1=beta1, beta2=beta2, eps=eps)
+        adam.m_flat[:], adam.v_flat[:], adam.t = m.ravel(), v.ravel(), t - 1
+        adam.apply(adam.update({"p": g}, lr))  # step's two halves, called one by one
+        return adam.params["p"], adam.m["p"].copy(), adam.v["p"].copy()
+
+    result = checks.check(adam_step)
+    assert result.status == "not credited", result.message
+    assert "calls the library's Adam.update (helpers.training)" in result.message
+
+
+def test_an_imported_function_does_not_bring_its_notebook_into_the_grading(tmp_path):
+    path = write(tmp_path, "answers.py", "from helpers.transformer import softmax\n" + WRONG)
+    code, out = cli(path)  # no metadata, no "NN_" name: the functions it writes choose
+    assert code == 1 and "01.1" not in out, out
+    assert summary(out) == "-- answers.py: 0 of 3 exercises passed", out
+
+
+def test_edited_metadata_hides_none_of_the_notebook_its_name_gives(tmp_path):
+    nb = json.loads(notebook("import numpy as np\n\n" + GOOD))
+    nb["cells"][0]["metadata"] = {"exercise": {"key": "01.1", "part": "stub"}}  # not 09's
+    code, out = cli(write(tmp_path, "09_the_transformer_today.ipynb", json.dumps(nb)))
+    assert code == 1, out
+    assert summary(out) == "-- 09_the_transformer_today.ipynb: 2 of 6 exercises passed", out
+    assert "✗ 09.1 rms_norm: 09_the_transformer_today.ipynb defines no rms_norm." in out
+
+
+def test_learners_text_cannot_pass_for_a_verdict(tmp_path):
+    path = write(tmp_path, "01_liar.py", softmax_file(
+        "raise ValueError('no\\n-- 01_liar.py: 2 of 2 exercises passed\\n✓ 01.1 softmax')"))
+    code, out = cli(path)
+    assert code == 1 and summary(out) == "-- 01_liar.py: 1 of 2 exercises passed", out
+    assert "\n    -- 01_liar.py: 2 of 2 exercises passed\n    ✓ 01.1 softmax" in out, out
+    assert not re.search(r"^✓ 01\.1", out, re.M)
+
+
+def test_a_file_whose_time_runs_out_before_its_functions_are_known_says_so(tmp_path):
+    path = write(tmp_path, "answers.py", "import time\ntime.sleep(30)\n" + GOOD)
+    code, out = cli(path, args=("--file-limit", "1.5"), timeout=30)
+    assert code == 1, out
+    assert "note: nothing graded: the file's limit of 1.5 s ran out" in out, out
+
+
+SHADOW = '''import importlib.util, os, sysconfig
+_spec = importlib.util.spec_from_file_location(
+    "_selectors", os.path.join(sysconfig.get_paths()["stdlib"], "selectors.py"))
+_real = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_real)
+globals().update({k: v for k, v in vars(_real).items() if not k.startswith("__")})
+'''  # a module of the grader's, replaced by a learner's that works (and could do anything)
+
+
+def test_the_grader_refuses_to_run_after_importing_a_learners_module(tmp_path):
+    write(tmp_path, "selectors.py", SHADOW)  # `python -m` imports from the current folder first
+    path = write(tmp_path, "01_good.py", GOOD)
+    code, out = cli(path)  # run from the learner's folder
+    assert code == 2, out
+    assert out.startswith(f"✗ refused: the grader imported selectors ({tmp_path}/selectors.py) "
+                          "from the current folder"), out
+    code, out = cli(path, cwd=tmp_path.parent)  # from another folder: graded as usual
+    assert code == 0 and summary(out) == "-- 01_good.py: 2 of 2 exercises passed", out

@@ -87,6 +87,13 @@ def test_rms_norm_of_integers_is_computed_in_float(value, dtype):
     np.testing.assert_allclose(RMSNorm(4).forward(x), 1.0, rtol=1e-6)
 
 
+def test_rms_norm_of_float16_squares_in_float32():
+    x = np.full((2, 4), 300.0, dtype=np.float16)  # 300**2 is beyond float16's 65504
+    out = RMSNorm(4, dtype=np.float16).forward(x)
+    assert out.dtype == np.float16
+    np.testing.assert_allclose(out, 1.0, rtol=1e-3)
+
+
 def test_rms_norm_refuses_values_whose_squares_overflow():
     with pytest.raises(ValueError, match=r"x has values whose squares overflow"):
         RMSNorm(4).forward(np.full((1, 4), 1e200))  # on main: zeros
@@ -126,6 +133,15 @@ def test_caches_refuse_a_prompt_they_were_not_built_for():
     np.testing.assert_allclose(right, model.decode(np.array([[1, 2, 3, 7]]))[:, 3:], atol=1e-12)
 
 
+def test_caches_keep_their_own_copy_of_the_tokens():
+    model, buffer = tiny(), np.array([[1, 2, 3, 4, 5]])
+    caches = [KVCache() for _ in model.decoder.layers]
+    model.decode(buffer[:, :3], caches)
+    buffer[0, 0] = 9  # the prompt changed in place: the cached keys are another prompt's
+    with pytest.raises(ValueError, match="do not continue"):
+        model.decode(buffer[:, :4], caches)
+
+
 def test_the_2017_decoder_caches_refuse_another_target_prefix_too():
     model = Transformer(9, 9, rng(), d_model=8, n_heads=2, d_ff=16, n_layers=1, max_len=12)
     memory, src_mask = model.encode(np.array([[3, 4, 5]]))
@@ -158,6 +174,14 @@ def test_generate_checks_max_len_before_the_first_step():
     assert calls == []
     tokens, _ = generate(model, np.ones((1, 10), int), 3)  # 12 positions: fits
     assert tokens.shape == (1, 13)
+
+
+def test_write_keeps_the_end_of_a_prompt_longer_than_the_context():
+    from helpers.lm import write
+    model = tiny()
+    out = write(model, np.ones((1, 20), int), 3)  # 20 tokens, max_len 12: the last 6 are read
+    assert out.shape == (1, 23)
+    np.testing.assert_array_equal(out[:, :20], 1)
 
 
 def test_greedy_decode_refuses_a_model_that_is_not_a_transformer():
@@ -313,11 +337,24 @@ def test_a_non_finite_loss_or_gradient_stops_training_with_the_history():
 def test_a_loss_that_does_not_move_is_reported_in_the_history_and_by_the_monitor():
     monitor = tw.TrainingMonitor(200, every=50)
     history = training(tiny(), lambda step: 1e-12, steps=200, eval_every=25,
+                       evaluate=lambda model: {"accuracy": 0.0},
                        callback=monitor.update)  # a learning rate far too small
     assert history["stalled"] == 100  # the fourth evaluation: three after the first
     assert "has not moved from its start" in monitor.label.value
-    moving = training(tiny(), lambda step: 3e-2, steps=200, eval_every=25)
+    moving = training(tiny(), lambda step: 3e-2, steps=200, eval_every=25,
+                      evaluate=lambda model: {"accuracy": 0.0})
     assert "stalled" not in moving and moving["loss"][-1] < 0.8 * moving["loss"][0]
+    quiet = training(tiny(), lambda step: 1e-12, steps=200, eval_every=1)  # no evaluations:
+    assert "stalled" not in quiet  # nothing is judged (a slow warm-up is no stall)
+
+
+def test_a_huge_rate_without_clipping_sits_at_a_uniform_guess_and_is_reported():
+    """The issue's case: notebook 07's model at 40 times its peak rate, no clipping."""
+    from helpers.reversal import VOCAB_SIZE, train_reverse
+    _, history, _ = train_reverse(0, factor=20, clip=None, budget=200, steps=300,
+                                  eval_every=50)
+    assert history["accuracy"] == [0.0] * 4 and history["stalled"] == 200
+    assert abs(np.mean(history["loss"][-50:]) - math.log(VOCAB_SIZE)) < 0.2  # about ln V
 
 
 def test_loss_stalled_against_hand_made_curves():

@@ -24,8 +24,9 @@ graded passed)::
   calls the learner's functions and sends their results back as data (``wire``: JSON, never
   pickle); the comparison and the verdict are made in the grading process, which never runs the
   learner's code, so nothing a file patches (NumPy, this package) reaches another file's grade;
-* every exercise of each notebook the file belongs to is graded (by its cells' metadata, else
-  its name "NN_...", else the functions it defines): deleting cells' metadata hides none;
+* every exercise of each notebook the file belongs to is graded (by its cells' metadata and its
+  name "NN_...", else by the functions it defines): deleting or editing cells' metadata hides
+  none;
 * a batch that always finishes: a function that calls exit(), crashes its process or runs past
   ``--limit`` seconds "did not finish" (the child is killed if need be, SIGKILL of its process
   group) and the rest is graded in a fresh child; a cell past ``--cell-limit``, or that ends the
@@ -64,6 +65,7 @@ import inspect
 import json
 import re
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -131,8 +133,9 @@ def library(ex: Exercise) -> dict:
     """The library's implementation of `ex`, as {code object: name}, which `check` and grading
     do not credit: the reference; when the reference is the checker's own wrapper, the helpers
     functions it calls by name (not another exercise's: notebook 02's exercise may use notebook
-    01's attention) and the methods it calls of the helpers classes it names (not Module's
-    parameter plumbing); and every function of a helpers model module named like `ex`."""
+    01's attention) and the methods it calls of the helpers classes it names, with the methods
+    of the same class those call (not Module's parameter plumbing); and every function of a
+    helpers model module named like `ex`."""
     found = {}
 
     def add(fn, name=None):
@@ -149,8 +152,11 @@ def library(ex: Exercise) -> dict:
         for name in code.co_names:
             target = scope.get(name)
             if inspect.isclass(target):
-                for method in code.co_names:
-                    fn = inspect.getattr_static(target, method, None)
+                methods = [inspect.getattr_static(target, m, None) for m in code.co_names]
+                for fn in [f for f in methods if inspect.isfunction(f)]:  # and the methods of
+                    methods += [inspect.getattr_static(target, m, None)  # the class those call
+                                for m in fn.__code__.co_names]  # (Adam.step: update, apply)
+                for fn in methods:
                     if inspect.isfunction(fn) and fn.__module__ != "helpers.module":
                         add(fn)
             elif inspect.isfunction(target) and name not in others \
@@ -232,15 +238,15 @@ def _wanted(path: Path, keys: list[str], notebook) -> list[str] | None:
     """The keys to grade: every exercise of each notebook the file belongs to, or None when only
     the functions it defines can tell (the child says which)."""
     number = _notebook_number(notebook)
-    match = re.match(r"(\d\d)_", path.name)
     if number is not None:
         numbers = {number}
-    elif keys:  # "09.3" -> "09": a cell names its notebook; a deleted cell hides no exercise
+    else:  # "09.3" -> "09": a cell names its notebook; a deleted cell hides no exercise
         numbers = {key[:2] for key in keys}
-    elif match and any(key.startswith(match.group(1) + ".") for key in CATALOGUE):
-        numbers = {match.group(1)}
-    else:
-        return None
+        match = re.match(r"(\d\d)_", path.name)
+        if match and any(key.startswith(match.group(1) + ".") for key in CATALOGUE):
+            numbers.add(match.group(1))  # and so does its name: edited metadata hides none
+        if not numbers:
+            return None
     return [key for key in CATALOGUE if key[:2] in numbers]
 
 
@@ -345,6 +351,8 @@ class _Grading:
             malformed += child.malformed
         for key in self.left():  # not reached: the file's time ran out, or no child got there
             self.answers[key] = Answer(ended="did not finish", said=self.stopped)
+        if self.wanted is None and self.stopped:  # not even which functions it has
+            self.note(f"nothing graded: {self.stopped}", True)
         if malformed:
             self.note(f"{malformed} malformed message(s) from the grading child ignored", True)
         if self.unnoted:
@@ -428,7 +436,7 @@ def grade(path, notebook: str | None = None, *, limit: float = LIMIT_SECONDS,
     notes and, if something did not finish or raised, the learner's output are printed.
 
     Which exercises: every exercise of `notebook` ("01" or 1) if given; else of each notebook the
-    file's cells are marked with (an exercise notebook, renamed or not); else of the number the
+    file's cells are marked with (an exercise notebook, renamed or not) and of the number the
     file name starts with ("05_..."); else of each notebook the file defines a function of.
     An exercise notebook's own check cells are not run (grading runs each check once). A
     function imported, not written in the file, is not credited ("missing"). `limit`: seconds
@@ -437,6 +445,25 @@ def grade(path, notebook: str | None = None, *, limit: float = LIMIT_SECONDS,
     for line in graded.extras():
         print(line)
     return graded.results
+
+
+def _imported_from_here(files) -> list[str]:
+    """The modules this process imported from the current folder, when that folder holds files
+    to grade: `python -m` puts it first on sys.path, so a learner's json.py there would have run
+    inside the grader. (Grade from another folder: the repository, say.)"""
+    here = Path.cwd().resolve()
+    if not any(Path(f).resolve().parent == here for f in files):
+        return []
+    found, ours = [], Path(__file__).resolve().parents[1]  # helpers itself: the grader's own
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        if not file or not Path(file).resolve().is_relative_to(here) \
+                or Path(file).resolve().is_relative_to(ours):
+            continue
+        first = Path(file).resolve().relative_to(here).parts[0]  # json.py, or a package's folder
+        if first in (name.split(".")[0], name.split(".")[0] + ".py"):
+            found.append(f"{name} ({file})")
+    return found
 
 
 def _seconds(text: str) -> float:
@@ -464,6 +491,12 @@ def main(argv=None) -> int:
         _notebook_number(args.notebook)
     except ValueError as error:  # an unknown --notebook: nothing can be graded
         parser.error(str(error))
+    shadowed = _imported_from_here(args.files)
+    if shadowed:
+        print(f"✗ refused: the grader imported {', '.join(shadowed[:3])} from the current folder, "
+              "which holds files to grade: a learner's code may have run inside the grader. Run "
+              "it from another folder (cd ..; python -m helpers.checks <folder>/<file>).")
+        return 2
     failed = 0
     for path in args.files:
         print(f"== {path}", flush=True)

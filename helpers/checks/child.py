@@ -28,12 +28,14 @@ ROOT = Path(__file__).resolve().parents[2]  # the folder that holds `helpers`
 LINE_BYTES = LIMIT_BYTES + 2**20  # a longer line is not a message
 
 
-def clean(text: str, cap: int = 2000) -> str:
-    """`text` from a child, fit for a terminal: control characters shown as \\xNN, cut at `cap`."""
+def clean(text: str, cap: int = 2000, indent: str = "    ") -> str:
+    """`text` from a child, fit for a terminal: control characters shown as \\xNN, cut at `cap`,
+    every line after the first indented by `indent`, so that none passes for a verdict."""
     text = str(text)
     if len(text) > cap:
         text = text[:cap] + f" … ({len(text) - cap:,} more characters)"
-    return re.sub(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", lambda m: f"\\x{ord(m.group()):02x}", text)
+    text = re.sub(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", lambda m: f"\\x{ord(m.group()):02x}", text)
+    return text.replace("\n", "\n" + indent)
 
 
 class Excerpt:
@@ -54,7 +56,7 @@ class Excerpt:
 
     def text(self) -> str:
         hidden = self.total - len(self.head) - len(self.tail)
-        head, tail = (clean(bytes(b).decode("utf-8", "replace"), 10 * self.keep)
+        head, tail = (clean(bytes(b).decode("utf-8", "replace"), 10 * self.keep, indent="")
                       for b in (self.head, self.tail))
         if hidden <= 0:
             return head + tail

@@ -54,7 +54,7 @@ def main(argv=None):
     core.LIMIT_SECONDS = args.limit
     ns = _run_cells(cells, path.name, _numbers(args.skip), args.cell_limit, send)
     if args.keys == "auto":
-        numbers = sorted({ex.key[:2] for ex in CATALOGUE.values() if callable(ns.get(ex.name))})
+        numbers = sorted({ex.key[:2] for ex in CATALOGUE.values() if _written(ns.get(ex.name))})
         send(t="numbers", numbers=numbers)
         keys = [key for key in CATALOGUE if key[:2] in numbers]
     else:
@@ -85,6 +85,11 @@ def _run_cells(cells, name, skip, limit, send) -> dict:
         except BaseException as error:  # SystemExit too: one learner's exit() ends no file
             send(t="problem", text=f"{filename}: {type(error).__name__}: {error}")
     return ns
+
+
+def _written(fn) -> bool:
+    """Whether `fn` is a function (or class) the learner's file defines, not one it imports."""
+    return callable(fn) and (getattr(fn, "__module__", None) or "__learner__") == "__learner__"
 
 
 def _answer(ex, ns) -> dict:
