@@ -69,6 +69,9 @@ HOSTILE = {  # name: (source, the first line of its 01.1 verdict); its 01.2 is r
                    "✗ 01.1 softmax: did not finish: called exit()."),
     "01_os_exit.py": (softmax_file("os._exit(0)", "import os"),
                       "✗ 01.1 softmax: did not finish: the process ended with status 0."),
+    "01_endless_loop.py": (softmax_file("while True:\n    pass"),  # the child's own limit
+                           "✗ 01.1 softmax: did not finish: ran past the limit of 0.5 s and "
+                           "was stopped."),
     "01_swallows_the_limit.py": (softmax_file(SWALLOW.format("Exception")),
                                  "✗ 01.1 softmax: did not finish: ran past the limit of 0.5 s "
                                  "and was stopped."),

@@ -37,6 +37,9 @@ graded passed)::
 * a readable report: the learner's prints are shown, cut to their first and last 1,000 bytes,
   only for a file where something did not finish, raised, or was noted.
 
+Run it from a folder that holds no learner's file: ``python -m`` imports from the current folder
+first, and the grader refuses to go on when it has imported a module from a folder it grades.
+
 What it does not promise: it is not a sandbox against a determined cheat. The child runs with
 the teacher's permissions: it can read and write files, use the network, compute the reference
 itself, or forge its messages to the grader. Grade files you do not trust in a container or VM.
@@ -258,7 +261,7 @@ def _ended(status: int) -> str:
 
 
 _ENDINGS = ("", "not implemented", "error", "exit", "library", "not a function", "too big",
-            "missing", "imported")
+            "missing", "imported", "did not finish")
 
 
 def _received(message: dict, ex: Exercise) -> Answer:

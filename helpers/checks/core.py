@@ -15,11 +15,11 @@ with every mistake's model on the same cases. The diagnosis is honest about what
   says that these cases cannot tell them apart;
 * "wrong": it differs from the reference and from every catalogued mistake (the first difference
   is shown), or it returned something of the wrong kind (None, another shape);
-* "error": it raised (the exception and the learner's line are quoted), or ran past
-  `LIMIT_SECONDS` (an endless loop);
+* "error": it raised (the exception and the learner's line are quoted);
 * "not credited": it is, or calls, the library's implementation of the exercise (`answer`'s
   `library`; `check` and grading ask for it);
-* "did not finish": it called exit(), or its process crashed or was stopped (grading a file);
+* "did not finish": it ran past `LIMIT_SECONDS` (an endless loop) or called exit(), or, when
+  grading a file, its process crashed or was killed;
 * "missing" (only when grading a file): the file does not define the function.
 
 A learner's output at rounding level from the reference (another order of the same sums) passes.
@@ -256,10 +256,15 @@ def _all_nan(value):
 LIMIT_SECONDS = 30  # a learner's call that runs longer is stopped (an endless loop)
 
 
+class TimeLimit(TimeoutError):
+    """Raised by time_limit: the block ran past its limit (not a TimeoutError of the learner's)."""
+
+
 @contextlib.contextmanager
 def time_limit(seconds=None):
-    """Raise TimeoutError in the block after `seconds` (default LIMIT_SECONDS), where the
-    platform allows it (a Unix main thread: notebooks and the command line); elsewhere, no limit."""
+    """Raise TimeLimit, a TimeoutError, in the block after `seconds` (default LIMIT_SECONDS),
+    where the platform allows it (a Unix main thread: notebooks and the command line); elsewhere,
+    no limit."""
     seconds = LIMIT_SECONDS if seconds is None else seconds
     usable = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
     if not usable:
@@ -267,7 +272,7 @@ def time_limit(seconds=None):
         return
 
     def stop(signum, frame):
-        raise TimeoutError(f"stopped after {seconds} s: does a loop never end?")
+        raise TimeLimit(f"ran past the limit of {seconds:g} s and was stopped")
 
     outer_left, _ = signal.getitimer(signal.ITIMER_REAL)  # a limit around this one (grading)
     start = time.monotonic()
@@ -374,6 +379,8 @@ def _one(ex, fn, case, library):
         stopped = Answer(ended="not implemented", said=str(stub))
     except SystemExit:  # exit() in the learner's function ends the check of it, nothing more
         stopped = Answer(ended="exit")
+    except TimeLimit as limit:  # as when grading kills a child that ignored it
+        stopped = Answer(ended="did not finish", said=str(limit))
     except Exception as error:  # the learner's code raised: quote where and what
         stopped = Answer(ended="error", said=f"{type(error).__name__}: {error}",
                          line=_learner_line(error, ex, case))
