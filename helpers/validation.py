@@ -90,26 +90,6 @@ def check_token_id(value, name, n_ids):
     return int(value)
 
 
-def check_token_ids(tokens, name, n_ids, max_len):
-    """`tokens` as an array if it holds integer ids of shape (B, T), 1 <= T <= max_len (the
-    positional table), every id in [0, n_ids); else a ValueError naming `name`."""
-    tokens = np.asarray(tokens)
-    if tokens.ndim != 2 or not np.issubdtype(tokens.dtype, np.integer):
-        raise ValueError(f"{name} must be integer token ids of shape (B, T), got "
-                         f"{tokens.dtype} {tokens.shape}")
-    if 0 in tokens.shape:
-        raise ValueError(f"{name} must hold at least one sequence of at least one token, "
-                         f"got shape {tokens.shape}")
-    if tokens.shape[1] > max_len:
-        raise ValueError(f"{name} has T={tokens.shape[1]} positions, longer than the "
-                         f"positional table (max_len={max_len})")
-    if tokens.min() < 0 or tokens.max() >= n_ids:
-        raise ValueError(f"{name} has token ids in [{tokens.min()}, {tokens.max()}], outside "
-                         f"the vocabulary [0, {n_ids})")
-    return tokens
-
-
-
 def _inside(value, interval):
     """Whether `value` lies in `interval`, written as in mathematics: "[0, 1)", "(0, inf)"."""
     low, high = (float(end) for end in interval[1:-1].split(","))
@@ -162,12 +142,22 @@ def check_ids(ids, name, n_ids, *, ndim=None, min_size=1):
         axes = "" if ndim is None else f" with {ndim} axes"
         raise ValueError(f"{name} must be integer ids{axes}, got {ids.dtype} {ids.shape}")
     if ids.size < min_size:
-        raise ValueError(f"{name} must hold at least {min_size} id{'s' * (min_size > 1)}, "
-                         f"got shape {ids.shape}")
+        least = "one id" if min_size == 1 else f"{min_size} ids"
+        raise ValueError(f"{name} must hold at least {least}, got shape {ids.shape}")
     if ids.size and (ids.min() < 0 or ids.max() >= n_ids):
-        raise ValueError(f"{name} has values in [{ids.min()}, {ids.max()}], outside the ids "
+        raise ValueError(f"{name} has ids in [{ids.min()}, {ids.max()}], outside the vocabulary "
                          f"[0, {n_ids})")
     return ids
+
+
+def check_token_ids(tokens, name, n_ids, max_len):
+    """`tokens` as an array if it holds integer ids of shape (B, T), 1 <= T <= max_len (the
+    positional table), every id in [0, n_ids); else a ValueError naming `name`."""
+    tokens = check_ids(tokens, name, n_ids, ndim=2)  # one sequence of one token at least
+    if tokens.shape[1] > max_len:
+        raise ValueError(f"{name} has T={tokens.shape[1]} positions, longer than the "
+                         f"positional table (max_len={max_len})")
+    return tokens
 
 
 def check_shape(x, name, shape):

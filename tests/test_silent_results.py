@@ -211,11 +211,11 @@ def test_sampling_refuses_what_it_got_silently_wrong():
 
 def test_lm_helpers_refuse_what_they_got_silently_wrong():
     ids = np.arange(500) % 7
-    with pytest.raises(ValueError, match=r"train_ids has values in \[0, 1\], outside the ids"):
+    with pytest.raises(ValueError, match=r"train_ids has ids in \[0, 1\], outside the vocabulary"):
         unigram_loss(np.array([0, 1]), np.array([0, 1]), 1)  # on main: vocab ignored
     with pytest.raises(ValueError, match="val_ids"):
         unigram_loss(np.array([0, 1]), np.array([-1]), 2)  # on main: -1 read as the last id
-    with pytest.raises(ValueError, match="val_ids must hold at least 1 id"):
+    with pytest.raises(ValueError, match="val_ids must hold at least one id"):
         unigram_loss(np.array([0, 1]), np.array([], int), 2)  # on main: NaN
     with pytest.raises(ValueError, match="train_fraction"):
         split(ids, 1.5)  # on main: (500, 0)
@@ -242,7 +242,7 @@ def test_flash_attention_with_no_key_is_refused_as_plain_attention_is():
 
 def test_cross_entropy_refuses_negative_or_too_large_targets_and_an_empty_batch():
     logits = np.zeros((2, 5))
-    with pytest.raises(ValueError, match=r"targets has values in \[-1, 0\]"):
+    with pytest.raises(ValueError, match=r"targets has ids in \[-1, 0\]"):
         cross_entropy(logits, np.array([-1, 0]))  # on main: -1 read as class 4
     with pytest.raises(ValueError, match="targets"):
         cross_entropy(logits, np.array([5, 0]))  # on main: IndexError
