@@ -89,6 +89,18 @@ def explorers():
     yield ("10 writing explorer (temperature)", tw.committed_writing_explorer(), "temperature",
            [0.5, 1.2, 0.8])
     yield "10 writing explorer (seed)", tw.committed_writing_explorer(), "seed", [1, 2, 3, 0]
+    # 11: a new (sentence, beam, alpha) runs beam search and draws a new figure (the max);
+    # revisits, and every layer or head, reuse the kept search and figure
+    yield ("11 translation explorer (head)", tw.committed_translation_explorer(), "head",
+           [0, 3, 7, -1])
+    yield ("11 translation explorer (layer)", tw.committed_translation_explorer(), "layer",
+           [0, 1, 2])
+    yield ("11 translation explorer (beam)", tw.committed_translation_explorer(), "beam",
+           [1, 8, 4])
+    yield ("11 translation explorer (alpha)", tw.committed_translation_explorer(), "alpha",
+           [0.0, 1.5, 0.6])
+    yield ("11 translation explorer (sentence)", tw.committed_translation_explorer(),
+           "sentence", [1, 2, 3, 0])
 
 
 def main() -> None:

@@ -52,6 +52,18 @@ SHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2d
 LM_MODEL = DATA / "lm_model.npz"
 LM_MANIFEST = DATA / "lm_model.json"
 LM_RUNS = DATA / "lm_runs.json"
+TRANSLATION_MODEL = DATA / "translation_model.npz"
+TRANSLATION_MANIFEST = DATA / "translation_model.json"
+TRANSLATION_RUNS = DATA / "translation_runs.json"
+MULTI30K = DATA / "multi30k"
+MULTI30K_SHA256 = {  # data/multi30k/SHA256SUMS, the digests of the dataset's own files
+    "train.de.gz": "726e39b2fa9eb9ffb6dc763fb35a179f80fae06ffc5d28b6ace5faa883de28a6",
+    "train.en.gz": "d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f",
+    "val.de.gz": "f0cba2f995189cf5770f29a8a9a537a3ad3f51657ad873405082ff6863a5e75a",
+    "val.en.gz": "14f7d25ddd868909a9213e361768460edcacdd6ab9d1e77b92560dc10c10dc28",
+    "test_2016_flickr.de.gz": "9204244e408ccb38d2a55cfcd344df15005fc42a07a6e55ca6c52b6ababb8cc8",
+    "test_2016_flickr.en.gz": "611d361c6334bc7246101d48097c13cf5c4413c5befc793cc629934359d532d9",
+}
 
 MODEL_KINDS = {"Transformer": (Transformer, TransformerConfig),
                "DecoderOnly": (DecoderOnly, DecoderOnlyConfig)}
@@ -65,6 +77,9 @@ REGENERATE = {  # the command that writes each file of data/ (the text is commit
     LM_MANIFEST.name: "python benchmarks/train_lm.py --save --threads 1",
     LM_RUNS.name: "python benchmarks/train_lm.py --record",
     SHAKESPEARE.name: "git checkout data/tinyshakespeare.txt.gz",
+    **{f.name: "python benchmarks/train_translation.py record"
+       for f in (TRANSLATION_MODEL, TRANSLATION_MANIFEST, TRANSLATION_RUNS)},
+    **{name: f"git checkout data/multi30k/{name}" for name in MULTI30K_SHA256},
 }
 
 
@@ -357,3 +372,69 @@ def load_shakespeare(path: Path = SHAKESPEARE) -> str:
                          f"original's {SHAKESPEARE_SHA256[:16]}...; the file is altered: "
                          f"{_remedy(path, command)}")
     return text.decode("ascii")
+
+
+def load_multi30k(split: str, folder: Path = MULTI30K) -> tuple[list[str], list[str]]:
+    """Multi30k task 1 (notebook 11): (German sentences, English sentences) of `split`, "train"
+    (29,000 pairs), "val" (1,014) or "test_2016_flickr" (1,000), line i of one translating line
+    i of the other; each file checked against its SHA-256 (data/README.md: provenance, terms)."""
+    splits = ("train", "val", "test_2016_flickr")
+    if split not in splits:
+        raise ValueError(f"split must be one of {splits}, got {split!r}")
+    sides = []
+    for lang in ("de", "en"):
+        name = f"{split}.{lang}.gz"
+        path = Path(folder) / name
+        raw = _checked_bytes(path, MULTI30K_SHA256[name], REGENERATE[name])
+        sides.append(gzip.decompress(raw).decode("utf-8").splitlines())
+    if len(sides[0]) != len(sides[1]):
+        raise ValueError(f"{split}: {len(sides[0])} German lines but {len(sides[1])} English")
+    return sides[0], sides[1]
+
+
+# ── notebook 11: the translation model ───────────────────────────────────────────────────────
+
+
+def save_translation(model, vocab, manifest_extra: dict, runs: dict,
+                     path: Path = TRANSLATION_MODEL, manifest: Path = TRANSLATION_MANIFEST,
+                     runs_path: Path = TRANSLATION_RUNS) -> str:
+    """Write notebook 11's model (its parameters stored as float16, half the bytes; it computes
+    in its configured dtype), its vocabulary (merges and pieces) and `manifest_extra` into the
+    manifest, and `runs` beside them, atomically. Returns the model file's SHA-256."""
+    raw = _npz_bytes({name: p.astype(np.float16) for name, p in model.parameters().items()})
+    runs_raw = _json(runs)
+    info = {"file": Path(path).name, "sha256": hashlib.sha256(raw).hexdigest(),
+            "stored_dtype": "float16", "kind": "Transformer",
+            "config": _config_fields(model.config),
+            "runs_sha256": hashlib.sha256(runs_raw).hexdigest(), **manifest_extra,
+            "merges": [" ".join(pair) for pair in vocab.merges], "pieces": vocab.tokens[4:]}
+    _write_atomic({manifest: _json(info, indent=0, ensure_ascii=False), path: raw,
+                   runs_path: runs_raw})
+    return info["sha256"]
+
+
+def load_translation(path: Path = TRANSLATION_MODEL, manifest: Path = TRANSLATION_MANIFEST):
+    """(Transformer, Vocabulary, manifest) of notebook 11, SHA-256, names and shapes checked;
+    the float16 parameters are widened to the model's dtype."""
+    from helpers.translation import Vocabulary  # notebook 11's module: loaded only for it
+
+    command = REGENERATE[TRANSLATION_MODEL.name]
+    info = _manifest(manifest, {"sha256": str, "config": dict, "merges": list, "pieces": list},
+                     command)
+    arrays = _npz(_checked_bytes(path, info["sha256"], command), path, command)
+    dtype = np.dtype(info["config"].get("dtype", "float64"))
+    arrays = {name: a.astype(dtype) for name, a in arrays.items()}
+    model = _build("Transformer", info["config"], arrays, _shown(path), manifest, command)
+    vocab = Vocabulary([tuple(m.split(" ")) for m in info["merges"]], info["pieces"])
+    if len(vocab) != model.tgt_vocab:
+        raise ValueError(f"{_shown(manifest)}: {len(vocab)} tokens for a model of "
+                         f"{model.tgt_vocab}; {_remedy(manifest, command)}")
+    return model, vocab, info
+
+
+def load_translation_runs(path: Path = TRANSLATION_RUNS, manifest: Path = TRANSLATION_MANIFEST):
+    """Notebook 11's recorded figures (data/translation_runs.json), checked against the SHA-256
+    its manifest records."""
+    command = REGENERATE[TRANSLATION_RUNS.name]
+    info = _manifest(manifest, {"runs_sha256": str}, command)
+    return json.loads(_checked_bytes(path, info["runs_sha256"], command).decode("utf-8"))

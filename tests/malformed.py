@@ -1,5 +1,5 @@
-"""Malformed calls to the public functions of modern.py, lm.py, decoding.py, training.py and the
-data loaders, each with the argument it gets wrong (used by tests/test_malformed_calls.py).
+"""Malformed calls to the public functions of modern.py, lm.py, decoding.py, training.py,
+translation.py and the data loaders, each with the argument it gets wrong (used by tests/test_malformed_calls.py).
 
 Every call must raise a ValueError or TypeError whose message names that argument ("good"); a
 call that returns is "silent", one that raises anything else, or a message that names something
@@ -15,16 +15,19 @@ import re
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from helpers.data import (
     LM_MANIFEST,
     LM_MODEL,
+    MULTI30K,
     REVERSE_MANIFEST,
     REVERSE_RUNS,
     SHAKESPEARE,
     load_models,
+    load_multi30k,
     load_reverse_model,
     load_runs,
     load_shakespeare,
@@ -81,6 +84,21 @@ from helpers.training import (
     train,
 )
 from helpers.transformer import FeedForward, LayerNorm, MultiHeadAttention, Transformer
+from helpers.translation import (
+    Vocabulary,
+    average_checkpoints,
+    beam_search,
+    beam_step,
+    bleu,
+    bpe_step,
+    cross_attention,
+    learn_bpe,
+    length_batches,
+    pad,
+    segment,
+    translate,
+    words,
+)
 
 
 @dataclass(frozen=True)
@@ -452,6 +470,57 @@ bad("head_pattern_shares", "weights", lambda v: head_pattern_shares(v, "abc"),
     [np.ones((3, 4)), np.ones(3), np.ones((3, 3), complex)])
 bad("head_pattern_shares", "text", lambda v: head_pattern_shares(np.ones((3, 3)), v),
     [None, ["a", "b", "c"], 3])
+
+# ── translation.py (notebook 11) ─────────────────────────────────────────────────────────────
+
+TRANSLATOR = Transformer(13, 13, rng(), d_model=8, n_heads=2, d_ff=16, n_layers=1, max_len=12)
+SOURCE = np.array([[5, 6, 7, 2]])
+VOCAB = Vocabulary.learn({"low": 5, "lower": 2, "newest": 6}, 4)
+bad("words", "sentence", words, [3, None, ["a"], b"bytes"])
+bad("bpe_step", "spelled", bpe_step, [{("a",): 1}, {}])
+bad("learn_bpe", "word_counts", lambda v: learn_bpe(v, 3),
+    ["low lower", {"a b": 1}, {"": 1}, {"ab": 0}, {"ab": 1.5}, {3: 1}, None])
+bad("learn_bpe", "n_merges", lambda v: learn_bpe({"ab": 2}, v), [-1, 1.5, "3", None, True])
+bad("segment", "word", lambda v: segment(v, {}), ["", 3, None])
+bad("Vocabulary.encode", "sentence", VOCAB.encode, [3, None])
+bad("Vocabulary.decode", "ids", VOCAB.decode, [[len(VOCAB)], [-1], [1.5], "ab"])
+bad("length_batches", "src_lengths", lambda v: length_batches(v, [3, 4], 10),
+    [[3], [0, 4], [1.5, 2.0], [[3, 4]]])
+bad("length_batches", "max_tokens", lambda v: length_batches([3, 4], [3, 4], v),
+    [0, 1.5, None, "10"])
+bad("pad", "sequences", pad, [[], [[1], []]])
+bad("beam_step", "log_p", lambda v: beam_step(v, np.zeros((2, 9)), 2, 3),
+    [np.zeros(3), np.zeros((2, 1)), np.zeros(5)])
+bad("beam_step", "log_p", lambda v: beam_step(np.zeros(2), v, 2, 3), [np.zeros((2, 4)), np.zeros(9)])
+bad("beam_search", "beam", lambda v: beam_search(TRANSLATOR, SOURCE, 1, 2, 5, beam=v),
+    [0, 1.5, 6, None])
+bad("beam_search", "alpha", lambda v: beam_search(TRANSLATOR, SOURCE, 1, 2, 5, alpha=v),
+    [-0.5, float("nan"), "0.6"])
+bad("beam_search", "max_steps", lambda v: beam_search(TRANSLATOR, SOURCE, 1, 2, v),
+    [0, 13, 2.5])
+bad("beam_search", "use_cache", lambda v: beam_search(TRANSLATOR, SOURCE, 1, 2, 5, use_cache=v),
+    NOT_FLAGS)
+bad("beam_search", "eos_id", lambda v: beam_search(TRANSLATOR, SOURCE, 1, v, 5), [13, -1, 2.0])
+bad("beam_search", "model", lambda v: beam_search(v, SOURCE, 1, 2, 5), [None, "model"])
+bad("beam_search", "src", lambda v: beam_search(TRANSLATOR, v, 1, 2, 5),
+    [np.array([[13]]), np.array([5, 6]), np.array([[0.5]])])
+bad("translate", "sentences", lambda v: translate(TRANSLATOR, VOCAB, v), ["Ein Hund."])
+bad("translate", "sentence", lambda v: translate(TRANSLATOR, VOCAB, v), [[3], [None]])
+bad("bleu", "hypotheses", lambda v: bleu(v, ["a b"]), [["a", "b"], [], "a b"])
+bad("average_checkpoints", "checkpoints", average_checkpoints,
+    [[], [{"w": np.zeros(2)}, {"w": np.zeros(3)}], [{"w": np.zeros(2)}, {"v": np.zeros(2)}]])
+bad("cross_attention", "model", lambda v: cross_attention(v, SOURCE, SOURCE), [None, 3])
+bad("load_multi30k", "split", load_multi30k, ["dev", "test", None])
+for name in ("val.de.gz", "val.en.gz"):
+    def altered(name=name):
+        with tempfile.TemporaryDirectory() as folder:
+            for other in ("val.de.gz", "val.en.gz"):
+                data = (MULTI30K / other).read_bytes()
+                with open(f"{folder}/{other}", "wb") as f:
+                    f.write(data[:-5] if other == name else data)
+            return load_multi30k("val", Path(folder))
+    one(f"load_multi30k, a truncated {name}", name, altered)
+
 
 # ── the data loaders (helpers/data.py) ───────────────────────────────────────────────────────
 

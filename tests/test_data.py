@@ -48,6 +48,8 @@ LM_RECORD = "python benchmarks/train_lm.py --record"
 GIT = "git checkout data/tinyshakespeare.txt.gz"
 FILES = (REVERSE_MODEL, REVERSE_MANIFEST, REVERSE_RUNS, MODERN_MODELS, MODERN_MANIFEST,
          MODERN_RUNS, LM_MODEL, LM_MANIFEST, LM_RUNS, SHAKESPEARE)
+TRANSLATION_FILES = (data.TRANSLATION_MODEL, data.TRANSLATION_MANIFEST, data.TRANSLATION_RUNS,
+                     *(data.MULTI30K / name for name in data.MULTI30K_SHA256))
 
 
 @pytest.fixture
@@ -61,7 +63,8 @@ def folder(tmp_path, monkeypatch):
 
 
 def test_every_file_of_data_has_its_command():
-    assert {path.name for path in FILES} == set(data.REGENERATE)
+    assert {path.name for path in FILES + TRANSLATION_FILES} == set(data.REGENERATE)
+    assert all(path.exists() for path in TRANSLATION_FILES)
     readme = (DATA / "README.md").read_text(encoding="utf-8")
     for name, command in data.REGENERATE.items():
         assert command in readme or command.startswith("git checkout"), (name, command)

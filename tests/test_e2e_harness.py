@@ -278,3 +278,19 @@ def test_the_pool_runs_every_planned_check_once_and_shares_equal_ones(monkeypatc
     assert runs == [f"series/{first.name}", f"mutated/{second.stem}.m.ipynb",
                     "fixtures/fixture.ipynb"]
     assert not any(w.thread.is_alive() for w in pool.workers)
+
+
+def test_texts_are_typed_only_where_texts_py_lists_them():
+    from helpers.data import load_translation
+    from tests.e2e.test_notebooks import clean
+    from tests.e2e.texts import TEXTS, TOO_LONG, TRANSLATION_TEXTS, TRANSLATION_TITLE
+
+    translation = clean(NOTEBOOKS / "11_translation.ipynb")
+    assert translation.texts == TEXTS["11_translation.ipynb"]
+    assert [text for _, _, text in translation.texts] == list(TRANSLATION_TEXTS)
+    assert {(title, control) for title, control, _ in translation.texts} == {
+        (TRANSLATION_TITLE, "text")}
+    assert clean(NOTEBOOKS / "01_scaled_dot_product_attention.ipynb").texts == ()
+    assert hash(translation) == hash(clean(NOTEBOOKS / "11_translation.ipynb"))  # one run
+    model, vocab, _ = load_translation()  # the too-long text must stay too long for the model
+    assert len(vocab.encode(TOO_LONG)) > len(model.pe)

@@ -925,3 +925,216 @@ def test_nb10_prompts_escapes_unknown_characters_and_the_fast_path(writing):
         tw.writing_explorer({}, chars, set())
     with pytest.raises(ValueError, match="not in the vocabulary"):
         tw.writing_explorer({tw.LM_TRAINED: None}, chars, set(), prompt="#")
+
+
+# ── 11 · the translation explorer ────────────────────────────────────────────────────────────
+
+
+@pytest.fixture(scope="module")
+def translation():
+    """The explorer on the committed vocabulary with a small random Transformer of its size
+    (fast, and nothing below depends on the weights) and the first six test pairs."""
+    from helpers.data import load_multi30k, load_translation
+    from helpers.transformer import Transformer, TransformerConfig
+
+    _, vocab, _ = load_translation()
+    config = TransformerConfig(src_vocab=len(vocab), tgt_vocab=len(vocab), d_model=32,
+                               n_heads=4, d_ff=64, n_layers=2, max_len=40,
+                               share_embeddings=True, tie_output=True)
+    model = Transformer.from_config(config, np.random.default_rng(11))
+    german, english = load_multi30k("test_2016_flickr")
+    pairs = list(zip(german[:6], english[:6], strict=True))
+    return tw.translation_explorer(model, vocab, pairs), model, vocab, pairs
+
+
+def _reset_translation(ex):
+    for control, value in (("text", ""), ("sentence", 0), ("beam", 4), ("alpha", 0.6),
+                           ("layer", 1), ("head", -1)):
+        ex.controls[control].value = value
+    assert ex.last_error is None, ex.last_error
+
+
+def _unescaped(status):
+    import html
+
+    return html.unescape(status)
+
+
+def test_nb11_shows_the_pieces_the_best_translation_and_its_cross_attention(translation):
+    from helpers.translation import cross_attention, length_penalty, translate, words
+    from helpers.widgets.translation import piece_label
+
+    ex, model, vocab, pairs = translation
+    _reset_translation(ex)
+    r = ex.result
+    german, english = pairs[0]
+    assert r["german"] == german and r["reference"] == english and not r["typed"]
+    ids = vocab.encode(german)
+    assert r["src_labels"] == [piece_label(vocab.tokens[i]) for i in ids]
+    assert r["src_labels"][-1] == "</s>"
+    for word, pieces in zip(words(german), r["word_pieces"], strict=True):
+        assert "".join(p.removesuffix("·") for p in pieces) == word  # no character is lost
+        assert all(p.endswith("·") for p in pieces[:-1]) and not pieces[-1].endswith("·")
+    split = [p for p in r["word_pieces"] if len(p) > 1]
+    assert split, "sentence 1 has a word the vocabulary splits into pieces"
+    assert "".join(split[0]) in _unescaped(ex.status.value)  # shown as anst·arr·t
+    # the best candidate is what translate() writes with the same beam and alpha
+    assert r["translation"] == translate(model, vocab, [german], beam=4, alpha=0.6)[0]
+    assert r["translation"] == vocab.decode(r["tokens"])
+    scores = [c[2] for c in r["candidates"]]
+    assert 1 <= len(scores) <= 4 and scores == sorted(scores, reverse=True)
+    for _, log_p, score, n in r["candidates"]:
+        assert score == pytest.approx(log_p / length_penalty(n, 0.6))
+    # the heatmap: the best candidate's cross-attention, the last layer, the mean of the heads
+    T, S = r["weights"].shape
+    assert (T, S) == (len(r["tokens"]), len(ids)) == (len(r["tgt_labels"]), len(ids))
+    np.testing.assert_allclose(r["weights"].sum(axis=-1), 1.0, atol=1e-6)
+    tgt_in = np.array([[vocab.bos_id, *r["tokens"][:-1]]])  # BOS, the candidate without EOS
+    maps = cross_attention(model, np.array([ids]), tgt_in)  # (layers, 1, h, T, S)
+    np.testing.assert_allclose(r["weights"], maps[1, 0].mean(axis=0), atol=1e-12)
+    shown = _unescaped(ex.status.value)
+    assert f"translation: <b>{r['translation']}</b>" in shown
+    assert f"reference: <b>{english}</b>" in shown
+    assert 'data-control="head">mean of heads</span>' in shown
+
+
+def test_nb11_beam_1_is_greedy_and_beam_and_alpha_change_the_candidates(translation):
+    from helpers.translation import length_penalty, translate
+
+    ex, model, vocab, pairs = translation
+    _reset_translation(ex)
+    german = pairs[0][0]
+    at_4 = [c[:2] for c in ex.result["candidates"]]
+    assert changed_pixels(ex, "beam", 1) > 0.05
+    assert len(ex.result["candidates"]) == 1
+    assert ex.result["translation"] == translate(model, vocab, [german])[0]  # greedy
+    assert "of 1 finished candidate(s)" in ex.status.value
+    assert changed_pixels(ex, "beam", 8) > 0.05
+    scores = [c[2] for c in ex.result["candidates"]]
+    assert len(scores) == 8 and scores == sorted(scores, reverse=True)
+    ex.controls["beam"].value = 4
+    assert [c[:2] for c in ex.result["candidates"]] == at_4  # kept: the same search
+    for alpha in (0.0, 1.5):  # alpha rescores: log P / lp(|Y|) with lp = ((5 + |Y|) / 6)^alpha
+        assert changed_pixels(ex, "alpha", alpha) > 0.01
+        for _, log_p, score, n in ex.result["candidates"]:
+            assert score == pytest.approx(log_p / length_penalty(n, alpha))
+        scores = [c[2] for c in ex.result["candidates"]]
+        assert scores == sorted(scores, reverse=True)
+        assert ex.result["translation"] == translate(model, vocab, [german], beam=4,
+                                                     alpha=alpha)[0]
+    assert all(c[2] > c[1] for c in ex.result["candidates"])  # lp > 1 at alpha 1.5
+    ex.controls["alpha"].value = 0.0
+    assert all(c[1] == pytest.approx(c[2]) for c in ex.result["candidates"])  # no penalty
+    _reset_translation(ex)
+
+
+def test_nb11_every_control_moves_the_figure_as_the_browser_suite_moves_it(translation):
+    """One step of each control, as tests/e2e moves it, changes at least 1% of the pixels."""
+    ex, _, _, _ = translation
+    _reset_translation(ex)
+    for control, value in (("sentence", 1), ("beam", 5), ("alpha", 0.9), ("layer", 0),
+                           ("head", 0)):
+        assert changed_pixels(ex, control, value) >= 0.01, control
+    _reset_translation(ex)
+
+
+def test_nb11_layer_and_head_take_the_fast_path_without_searching_again(translation):
+    ex, _, _, _ = translation
+    _reset_translation(ex)
+    seen = [ex.result["weights"].copy()]
+    with mock.patch("helpers.widgets.translation.beam_search",
+                    side_effect=AssertionError("searched again")), \
+            mock.patch("helpers.widgets.translation.cross_attention",
+                       side_effect=AssertionError("ran the model again")):
+        for control, value in (("layer", 0), ("head", 2), ("layer", 1), ("head", 0),
+                               ("layer", 0)):  # each map a new one
+            tw.assert_fast_path_matches_redraw(ex, control, value)
+            w = ex.result["weights"]
+            np.testing.assert_allclose(w.sum(axis=-1), 1.0, atol=1e-6)
+            assert not any(np.array_equal(w, s) for s in seen), (control, value)
+            seen.append(w.copy())
+        ex.controls["beam"].value = 3  # a new search: refused by the patch, shown, not raised
+        assert isinstance(ex.last_error, AssertionError) and "searched again" in ex.error.value
+    ex.controls["beam"].value = 4  # kept from before: no search
+    assert ex.last_error is None
+    _reset_translation(ex)
+
+
+def test_nb11_a_typed_sentence_overrides_the_pick_and_a_pick_clears_it(translation):
+    ex, _, vocab, pairs = translation
+    _reset_translation(ex)
+    shown = bytes(ex.image.value)
+    ex.controls["text"].value = "  Ein Hund rennt über die Xylophonwiese.  "
+    r = ex.result
+    assert ex.last_error is None and r["typed"] and r["reference"] is None
+    assert r["german"] == "Ein Hund rennt über die Xylophonwiese."
+    assert bytes(ex.image.value) != shown
+    pieces = dict(zip(["Ein", "Hund", "rennt", "über", "die", "Xylophonwiese", "."],
+                      r["word_pieces"], strict=True))
+    assert len(pieces["Xylophonwiese"]) > 1  # a word the vocabulary lacks: pieces it has
+    assert "reference: <b>none (typed)</b>" in ex.status.value
+    ex.controls["sentence"].value = 2  # a pick from the list replaces the typed sentence
+    assert ex.controls["text"].value == "" and ex.result["german"] == pairs[2][0]
+    assert ex.result["reference"] == pairs[2][1] and ex.last_error is None
+    ex.controls["text"].value = pairs[2][0]  # typed, the same words: no reference to show
+    assert ex.result["german"] == pairs[2][0] and ex.result["reference"] is None
+    assert "reference: <b>none (typed)</b>" in ex.status.value
+    ex.controls["text"].value = "€ ☃"  # characters no training word had: <unk>
+    assert ex.result["src_labels"] == ["<unk>", "<unk>", "</s>"] and ex.last_error is None
+    _reset_translation(ex)
+
+
+def test_nb11_blank_or_too_long_text_gets_a_message_not_a_traceback(translation):
+    ex, model, vocab, pairs = translation
+    _reset_translation(ex)
+    ex.controls["text"].value = "   "
+    assert ex.last_error is None and ex.result["german"] == pairs[0][0]
+    assert "only spaces" in ex.status.value and ex.result["note"]
+    shown = bytes(ex.image.value)
+    long_text = "Ein Mann mit einem orangefarbenen Hut. " * 6
+    n = len(vocab.encode(long_text))
+    assert n > len(model.pe) == 40
+    ex.controls["text"].value = long_text
+    assert ex.last_error is None and ex.error.layout.display == "none"
+    assert "positions for 40" in ex.result["message"] and "positions for 40" in ex.status.value
+    assert f"{n} pieces long" in ex.status.value and bytes(ex.image.value) != shown
+    ex.controls["head"].value = 1  # every control still works
+    ex.controls["beam"].value = 2
+    assert ex.last_error is None and ex.result["message"]
+    ex.controls["text"].value = "Ein Mann mit einem orangefarbenen Hut. " * 3  # fits
+    assert ex.last_error is None and ex.result["message"] is None
+    assert ex.result["weights"].shape[1] == len(vocab.encode(ex.controls["text"].value))
+    _reset_translation(ex)
+
+
+def test_nb11_builder_refuses_what_it_cannot_show(translation):
+    from helpers.transformer import set_training
+
+    ex, model, vocab, pairs = translation
+    with mock.patch("IPython.display.display") as display:
+        tw.translation_explorer(model, vocab, pairs[:1])
+    display.assert_not_called()
+    for kwargs, message in (({"beam": 9}, "beam must be"), ({"beam": 0}, "beam must be"),
+                            ({"alpha": 0.7}, "alpha must be one of"),
+                            ({"sentences": []}, "non-empty list"),
+                            ({"sentences": ["Ein Hund"]}, "pairs"),
+                            ({"model": "a model"}, "Transformer")):
+        arguments = {"model": model, "vocab": vocab, "sentences": pairs, **kwargs}
+        with pytest.raises(ValueError, match=message):
+            tw.translation_explorer(**arguments)
+    set_training(model, np.random.default_rng(0))
+    try:
+        with pytest.raises(ValueError, match="set_training"):
+            tw.translation_explorer(model, vocab, pairs)
+    finally:
+        set_training(model, None)
+
+
+def test_nb11_the_committed_model_as_the_notebook_builds_it():
+    ex = tw.committed_translation_explorer(2)
+    r = ex.result
+    assert ex.last_error is None and len(ex.controls["sentence"].options) == 2
+    assert r["reference"] and r["candidates"] and len(r["candidates"]) <= 4
+    np.testing.assert_allclose(r["weights"].sum(axis=-1), 1.0, atol=1e-5)  # float32
+    assert 'data-control="layer">layer 2</span>' in ex.status.value  # the last of 3
+    tw.assert_fast_path_matches_redraw(ex, "head", 0)

@@ -56,6 +56,7 @@ The catalogue, one module per notebook (each exercise lists its mistakes):
 * ``cost``      08: attention without the n x n matrix, and what it costs
 * ``modern``    09: RMSNorm, SwiGLU, RoPE, grouped-query attention
 * ``lm``        10: the next-token loss, the sampling step, the bigram baseline
+* ``translation`` 11: one merge of byte-pair encoding, one step of beam search, BLEU
 
 Grading a file: ``worker`` (the child process), ``child`` (running one), ``wire`` (what it sends).
 """
@@ -79,6 +80,7 @@ import helpers.modern
 import helpers.module
 import helpers.training
 import helpers.transformer
+import helpers.translation
 import helpers.validation
 from helpers.checks.attention import EXERCISES as EXERCISES_01
 from helpers.checks.blocks import EXERCISES as EXERCISES_05
@@ -102,6 +104,7 @@ from helpers.checks.masks import EXERCISES as EXERCISES_04
 from helpers.checks.modern import EXERCISES as EXERCISES_09
 from helpers.checks.positions import EXERCISES as EXERCISES_03
 from helpers.checks.training import EXERCISES as EXERCISES_07
+from helpers.checks.translation import EXERCISES as EXERCISES_11
 from helpers.checks.wire import decode
 
 __all__ = ["CATALOGUE", "Case", "Exercise", "Mistake", "Result", "check", "exercise", "grade",
@@ -110,10 +113,11 @@ __all__ = ["CATALOGUE", "Case", "Exercise", "Mistake", "Result", "check", "exerc
 CATALOGUE: dict[str, Exercise] = {  # every exercise by key, in notebook order
     ex.key: ex for ex in (*EXERCISES_01, *EXERCISES_02, *EXERCISES_03, *EXERCISES_04,
                           *EXERCISES_05, *EXERCISES_06, *EXERCISES_07, *EXERCISES_08,
-                          *EXERCISES_09, *EXERCISES_10)}
+                          *EXERCISES_09, *EXERCISES_10, *EXERCISES_11)}
 
 MODEL_MODULES = (helpers.transformer, helpers.training, helpers.modern, helpers.decoding,
-                 helpers.lm, helpers.mask_formats, helpers.module, helpers.validation)
+                 helpers.lm, helpers.translation, helpers.mask_formats, helpers.module,
+                 helpers.validation)
 
 
 def exercise(key_or_name: str) -> Exercise:

@@ -163,11 +163,42 @@ def same(a, b, rtol=RTOL, atol=ATOL):
         return bool(np.allclose(b, a, rtol=rtol, atol=atol, equal_nan=True))
 
 
+def _plain(x, depth=0):
+    """Whether x is plain data: text, numbers, and tuples, lists and dicts of them (11.1's
+    words, a pair of symbols), which a message can show as Python writes them."""
+    if depth > 4:
+        return False
+    if x is None or isinstance(x, (str, bool, int, float, np.integer, np.floating)):
+        return True
+    if isinstance(x, dict):
+        return all(_plain(k, depth + 1) and _plain(v, depth + 1) for k, v in x.items())
+    return isinstance(x, (tuple, list)) and all(_plain(v, depth + 1) for v in x)
+
+
+def _literal(x):
+    """Plain data as Python writes it, NumPy scalars as plain numbers."""
+    if isinstance(x, dict):
+        return "{" + ", ".join(f"{_literal(k)}: {_literal(v)}" for k, v in x.items()) + "}"
+    if isinstance(x, (tuple, list)):
+        inner = ", ".join(_literal(v) for v in x) + ("," if isinstance(x, tuple) and len(x) == 1
+                                                     else "")
+        return f"({inner})" if isinstance(x, tuple) else f"[{inner}]"
+    if isinstance(x, (np.integer, np.floating)):
+        x = x.item()
+    return f"{x:.4g}" if isinstance(x, float) else repr(x)
+
+
 def _show(x):
     """A short text form of a value for a message: small arrays in full, big ones by a row;
-    numbers to 4 significant digits (a rate of 2.8e-05 is not shown as 0)."""
+    numbers to 4 significant digits (a rate of 2.8e-05 is not shown as 0); short plain data
+    (strings, tuples and dicts of them) as Python writes it."""
     if x is None:
         return "None"
+    if (isinstance(x, (str, tuple, dict)) or isinstance(x, list) and any(
+            isinstance(v, (str, tuple, dict)) for v in x)) and _plain(x):  # not numbers alone
+        text = _literal(x)
+        if len(text) <= 200:
+            return text
     if not isinstance(x, (np.ndarray, np.generic, list, float, int, bool)):
         return _describe(x)
     try:
@@ -203,6 +234,16 @@ def _first_difference(expected, got, names, rtol, atol):
     for (name, e), (_, g) in zip(_parts(expected, names), _parts(got, names)):
         if same(e, g, rtol, atol):
             continue
+        if isinstance(e, dict) and isinstance(g, dict):  # the entries that differ, a few
+            def only(a, b):
+                return dict(list({k: v for k, v in a.items()
+                                  if k not in b or not same(v, b[k], rtol, atol)}.items())[:3])
+            e_only, g_only = only(e, g), only(g, e)
+            return (name, " (the entries that differ)", _show(e_only) if e_only else "{}",
+                    _show(g_only) if g_only else "{}")
+        if isinstance(e, list) and all(isinstance(v, tuple) for v in e) and _plain(e) \
+                and _plain(g):  # records, such as 11.2's finished [(origin, log P, score)]
+            return name, "", _show(e), _show(g)
         try:
             e_arr, g_arr = np.asarray(e), np.asarray(g)
         except Exception:  # g is ragged or not array-like

@@ -15,10 +15,12 @@
 * ``cost``      08: ``timed``, ``cost_explorer``
 * ``modern``    09: ``pieces_explorer`` (the sixteen trained decoder-only models and random twins)
 * ``lm``        10: ``writing_explorer`` (temperature, top-k and a sample of the language model)
+* ``translation`` 11: ``translation_explorer`` (a German sentence, its pieces, the beam's
+                candidates and the best one's cross-attention)
 
 What the explorers measure (entropy, block stages, the reversal task's digits) lives in
 ``helpers.analysis``. Dependencies point down only: widgets -> plots, analysis -> reversal ->
-training, decoding -> transformer; nothing in helpers imports this package.
+training, decoding, translation -> transformer; nothing in helpers imports this package.
 """
 
 from helpers.widgets.attention import (
@@ -48,6 +50,12 @@ from helpers.widgets.masks import MASK_DIGITS, MASK_KINDS, MASK_RGBA, mask_explo
 from helpers.widgets.modern import MODERN_RANDOM, MODERN_TRAINED, PIECE_OPTIONS, pieces_explorer
 from helpers.widgets.positions import PE_D_MODELS, column_index_slip, pe_explorer
 from helpers.widgets.training import TrainingMonitor, attention_comparison
+from helpers.widgets.translation import (
+    MAX_BEAM,
+    PENALTY_ALPHAS,
+    committed_translation_explorer,
+    translation_explorer,
+)
 
 __all__ = [
     # the pattern
@@ -96,4 +104,9 @@ __all__ = [
     "TOP_K_OPTIONS",
     "committed_writing_explorer",
     "writing_explorer",
+    # 11
+    "PENALTY_ALPHAS",
+    "MAX_BEAM",
+    "committed_translation_explorer",
+    "translation_explorer",
 ]

@@ -38,7 +38,10 @@ What is an explorer, a control, a figure comes from the DOM convention of helper
 ``.tx-figure`` image, a ``.tx-status`` line with ``.tx-value[data-control=<name>]`` spans and a
 ``.tx-error`` box. Every control of every explorer is moved once (which covers each kind it
 has): a slider by one key press on its handle, a dropdown to its next option, a toggle by a
-click. Text controls are not moved (what to type is specific to the explorer).
+click. Text controls are not moved (what to type is specific to the explorer); a check given
+``texts`` (tests/e2e/texts.py) types each of them into its explorer's text box once the other
+controls were moved, and records what the explorer then showed in ``Report.typed`` for the
+notebook's own test to judge.
 
 Once a notebook passed, :meth:`NotebookCheck.self_check` breaks every explorer's callback in
 the live kernel and moves every control again: each must then be reported, which proves the
@@ -110,6 +113,8 @@ class Report:
     artefacts: dict[str, bytes | str] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)  # seconds per phase
     self_check: list[Problem] = field(default_factory=list)  # what the self-check caught
+    # one dict per text typed into an explorer's text box (NotebookCheck.type_and_record)
+    typed: list[dict] = field(default_factory=list)
     seconds: float = 0.0
 
     def checks(self) -> set[str]:
@@ -514,8 +519,10 @@ class NotebookCheck:
     """The check of one notebook in one browser page; see :func:`check_notebook`."""
 
     def __init__(self, page: Page, server: LabServer, path: str, label: str,
-                 settle_timeout: float = SETTLE_TIMEOUT, run_timeout: float = RUN_TIMEOUT):
+                 settle_timeout: float = SETTLE_TIMEOUT, run_timeout: float = RUN_TIMEOUT,
+                 texts: tuple[tuple[str, str, str], ...] = ()):
         self.page = page
+        self.texts = tuple(texts)  # (explorer title, text control, what to type), in order
         self.server = server
         self.path = path  # relative to the server's root
         self.label = label  # how messages name the notebook
@@ -749,9 +756,10 @@ class NotebookCheck:
         return " | ".join(texts) or view["text"][:300]
 
     # -- explorers -----------------------------------------------------------------------------
-    def explore(self) -> None:
+    def explore(self, type_texts: bool = True) -> None:
         explorers = self.page.evaluate(JS_EXPLORERS, self.path)
         self.report.explorers = explorers
+        typed = set()  # indices into self.texts that found their explorer and text box
         for k, info in enumerate(explorers):
             name = f'explorer {k + 1} "{info["title"]}" (cell {info["cell"] + 1})'
             self.enter(name)
@@ -784,6 +792,16 @@ class NotebookCheck:
                 where = f'{name}, control "{control["name"]}" ({control["kind"]})'
                 self.enter(where)
                 self.move_and_check(k, control["name"], control["kind"], where)
+            for i, (title, control, text) in enumerate(self.texts if type_texts else ()):
+                if title == info["title"] and controls.get(control) == "text":
+                    typed.add(i)
+                    where = f'{name}, control "{control}" (text)'
+                    self.enter(where)
+                    self.type_and_record(k, control, text, where)
+        for i, (title, control, text) in enumerate(self.texts if type_texts else ()):
+            if i not in typed:
+                self.problem("control", f"nothing to type {text[:40]!r} into: no explorer "
+                             f'"{title}" with a text control "{control}"', "explore")
 
     def move_and_check(self, k: int, name: str, kind: str, where: str) -> None:
         explorer = self.page.locator(".jp-NotebookPanel .tx-explorer").nth(k)
@@ -844,6 +862,64 @@ class NotebookCheck:
                              f"{other_name} = {status[other_name]!r} but the control{of} "
                              f"shows {other_shown!r}")
         # 4. the kernel said nothing on stderr and raised nothing while it handled the change
+        self.take_kernel_output()
+
+    def type_and_record(self, k: int, name: str, text: str, where: str) -> None:
+        """Type ``text`` into the text box ``name`` of explorer ``k`` and press Enter; wait until
+        the kernel is idle and the figure, status line and error box stayed put for
+        STABLE_SECONDS (or nothing changed for QUIET_SECONDS); record what the explorer then
+        shows in ``report.typed``. Problems: a new error in the explorer's error box, a status
+        line that disagrees with a control, output from the kernel."""
+        explorer = self.page.locator(".jp-NotebookPanel .tx-explorer").nth(k)
+        box = explorer.locator(f'[class~="tx-control-{name}"]').first.locator(
+            "input, textarea").first
+        figure = explorer.locator(".tx-figure").first
+        status = explorer.locator(".tx-status").first
+
+        def look() -> dict:
+            state = explorer.evaluate(JS_EXPLORER_STATE, self.path)
+            self._note_dialogs(state["dialogs"])
+            return {**state, "status": status.inner_text()}
+
+        before = look()
+        figure.evaluate(JS_DECODED)
+        before_png = figure.screenshot()
+        box.fill(text)
+        box.press("Enter")
+        start = last_change = time.monotonic()
+        key = (before["src"], before["status"], before["error"])
+        while True:
+            now = time.monotonic()
+            after = look()
+            if (after["src"], after["status"], after["error"]) != key:
+                key, last_change = (after["src"], after["status"], after["error"]), now
+            changed = key != (before["src"], before["status"], before["error"])
+            idle = after["kernel"] == "idle"
+            if idle and now - last_change >= (STABLE_SECONDS if changed else QUIET_SECONDS):
+                break
+            if now - start > FIGURE_TIMEOUT:
+                self.problem("figure", f"the explorer kept changing for {FIGURE_TIMEOUT:.0f} s "
+                             f"after typing {text[:40]!r}")
+                break
+            self.page.wait_for_timeout(POLL * 1000)
+        figure.evaluate(JS_DECODED)
+        after_png = figure.screenshot()
+        values = explorer.evaluate(JS_STATUS_AND_SHOWN)
+        shown = dict(values["shown"])
+        self.report.typed.append({
+            "where": where, "control": name, "text": text, "shown": shown.get(name),
+            "status": after["status"], "error": after["error"],
+            "figure_changed": after["src"] != before["src"],
+            "pixels": changed_fraction(before_png, after_png)})
+        if after["error"] and after["error"] != before["error"]:
+            lines = [ln for ln in after["error"].splitlines() if ln.strip()]
+            self.problem("explorer-error", f"after typing {text[:40]!r} the explorer shows an "
+                         f"error: {lines[-1][:300] if lines else ''}")
+        for other_name, other_shown in values["shown"]:
+            if values["status"].get(other_name, other_shown) != other_shown:
+                self.problem("value", f"after typing {text[:40]!r} the status line shows "
+                             f"{other_name} = {values['status'][other_name]!r} but the control "
+                             f"shows {other_shown!r}")
         self.take_kernel_output()
 
     def move(self, control: Locator, kind: str) -> str | None:
@@ -938,7 +1014,7 @@ class NotebookCheck:
             if status != "ok":
                 self.problem("harness", f"breaking the callbacks failed: {status}")
             else:
-                self.explore()
+                self.explore(type_texts=False)
             self.enter("after the self-check")
             self.scan_log(self.server.log_size())
         except Abort:
@@ -1005,7 +1081,8 @@ def check_notebook(browser: Browser, server: LabServer, path: str, *, label: str
                    prepare_page: Callable[[Page], Callable | None] | None = None,
                    settle_timeout: float = SETTLE_TIMEOUT,
                    run_timeout: float = RUN_TIMEOUT, expect_problems: bool = False,
-                   self_check: bool = False) -> Report:
+                   self_check: bool = False,
+                   texts: tuple[tuple[str, str, str], ...] = ()) -> Report:
     """Open ``path`` (relative to the server's root) in a fresh browser context, run all cells,
     check outputs and widget views, move every explorer control; then close the context, wait
     until the server has run its close handler for the page's kernel websocket, delete the
@@ -1025,7 +1102,7 @@ def check_notebook(browser: Browser, server: LabServer, path: str, *, label: str
     page.add_init_script(JS_DIALOG_RECORDER)
     held = prepare_page(page) if prepare_page is not None else None
     check = NotebookCheck(page, server, path, label or path, settle_timeout=settle_timeout,
-                          run_timeout=run_timeout)
+                          run_timeout=run_timeout, texts=texts)
     if held is not None:
         check.held = held
     try:

@@ -58,7 +58,9 @@ class Check:
 
     ``mutation`` names a copy with ``first_cells`` inserted at the top (mutations.py);
     ``prepare_page`` is called with the page before it loads; ``self_check``: break the explorers'
-    callbacks once the notebook passed and move every control again (driver.py)."""
+    callbacks once the notebook passed and move every control again (driver.py); ``texts``:
+    (explorer title, text control, what to type) to type once the other controls were moved
+    (texts.py)."""
 
     source: Path
     mutation: str | None = None
@@ -68,6 +70,7 @@ class Check:
     run_timeout: float = RUN_TIMEOUT
     expect_problems: bool = False
     self_check: bool = False
+    texts: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def folder(self) -> str:
@@ -97,7 +100,7 @@ class Check:
                               prepare_page=self.prepare_page, settle_timeout=self.settle_timeout,
                               run_timeout=self.run_timeout,
                               expect_problems=self.expect_problems or bool(self.mutation),
-                              self_check=self.self_check)
+                              self_check=self.self_check, texts=self.texts)
 
 
 class WorkerError(Exception):

@@ -2,7 +2,9 @@
 view renders, and every explorer control changes the figure and the status line agrees with it.
 
 A new ``notebooks/NN_*.ipynb`` is picked up automatically, and so is a new explorer in it (the
-DOM convention of helpers/widgets.py says what an explorer and its controls are).
+DOM convention of helpers/widgets.py says what an explorer and its controls are). Text boxes
+are typed into only where texts.py says what to type; a notebook's own test (such as
+test_translation.py) then judges what its explorer showed.
 
 Not blind: once a notebook passed, its explorers' callbacks are broken in the live kernel and
 every control is moved again; each must then be reported, naming the notebook and the control.
@@ -21,6 +23,7 @@ import pytest
 from .lab import series_notebooks
 from .mutations import MUTATIONS, chosen_mutations
 from .pool import Check
+from .texts import texts_for
 
 pytestmark = pytest.mark.e2e
 
@@ -30,8 +33,9 @@ CHOSEN = chosen_mutations(os.environ.get("E2E_MUTATIONS", ""))
 
 
 def clean(notebook) -> Check:
-    """The notebook as it is, with the self-check."""
-    return Check(notebook, self_check=True)
+    """The notebook as it is, with the self-check, typing into its explorers' text boxes what
+    texts.py lists for it."""
+    return Check(notebook, self_check=True, texts=texts_for(notebook))
 
 
 def mutated(notebook, mutation: str) -> Check:
