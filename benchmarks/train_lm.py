@@ -25,7 +25,7 @@ split (every character predicted once, in consecutive windows of the context).
   windows, 5000 iterations, a peak rate of 2e-3 (in 400 steps, 1e-3 trained more slowly).
   --save writes data/lm_model.npz and data/lm_model.json; run with --threads 1, it is bit for
   bit the same with the same NumPy and BLAS build.
---record: instead, the comparison notebook 10 §9 reads: nanoGPT's CPU recipe with today's
+--record: instead, the comparison in notebook 10's Going further: nanoGPT's CPU recipe with today's
   blocks and with the 2017 blocks (and, with PyTorch installed, the --vs-torch runs), written
   to data/lm_runs.json, its SHA-256 into data/lm_model.json.
 --vs-torch: also trains, in this process, on the same batches and from the same initial

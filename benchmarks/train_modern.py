@@ -4,6 +4,7 @@ next-token prediction, in NumPy, at matched parameter counts.
     python benchmarks/train_modern.py            # every table (about 30 minutes on 2 cores)
     python benchmarks/train_modern.py --save     # the same, and write data/modern_*.json/.npz
     python benchmarks/train_modern.py --jobs 1   # one run at a time
+    python benchmarks/train_modern.py --norms-only --save   # only table 5, added to the record
 
 Every run is `helpers.reversal.train_reverse_lm`: a decoder-only model of about 26,250
 parameters (d_model 32, 4 heads, 2 blocks, float32; reversal_lm_config matches the hidden width
@@ -22,6 +23,13 @@ The target is a validation exact match of at least TARGET.
     sinusoidal positions or none, and the 2017 recipe, seeds 0-2.
 4 · the sixteen combinations of the four pieces, seed 0, each at the best rate of the recipe
     whose norm it has (Post-LN or pre-norm): the trained models of notebook 09's explorer.
+    Its "norm" piece switches two things at once: the placement (Post-LN or pre-norm) and the
+    type (LayerNorm or RMSNorm).
+5 · the norm's placement and type apart: for 2017's other pieces and for today's, the four
+    combinations of placement (post, pre) and type (LayerNorm, RMSNorm), seed 0, warm-up 100,
+    at the best rate of the recipe with that placement. Two of each four are table 4's models;
+    the other two (pre-norm LayerNorm, Post-LN RMSNorm) are trained here, 4 runs. --norms-only
+    trains only these, at the best rates of the saved record, and adds them to it.
 Runs go to `--jobs` worker processes (default 2), each with one BLAS thread; the times printed
 are measured while the other worker runs too. --save writes data/modern_models.npz (the sixteen
 models) with its manifest data/modern_models.json, and data/modern_runs.json (every table and
@@ -32,6 +40,7 @@ This is a benchmark that prints figures, not a timed test.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import sys
@@ -66,12 +75,18 @@ SEEDS = (0, 1, 2)
 MORE_SEEDS = (0, 1, 2, 3, 4)
 LENGTHS = tuple(range(1, 17))
 RECIPES = {"2017": {}, "today": {p: "today" for p in PIECES}}
+# table 5: the two switches that PIECES["norm"] turns together, apart
+PLACEMENTS = {"post": {"norm_first": False}, "pre": {"norm_first": True}}
+NORM_TYPES = {"layernorm": {"norm": "layer"}, "rmsnorm": {"norm": "rms"}}
+PLACEMENT_RECIPE = {"post": "2017", "pre": "today"}  # whose best rate a placement trains at
 
 
-def config_of(recipe: dict, position: str | None = None):
+def config_of(recipe: dict, position: str | None = None, norm: dict | None = None):
     fields = pieces_of(**recipe)
     if position is not None:
         fields["position"] = position
+    if norm is not None:  # table 5: placement and type set apart, over the recipe's "norm"
+        fields.update(norm)
     return reversal_lm_config(**fields)
 
 
@@ -92,7 +107,7 @@ def extrapolation(model) -> dict:
 
 def run(job: dict) -> dict:
     """One training run (in a worker process); what the tables print and notebook 09 plots."""
-    config = config_of(job["recipe"], job.get("position"))
+    config = config_of(job["recipe"], job.get("position"), job.get("norm"))
     model, history, _ = train_reverse_lm(job["seed"], config, peak=job["rate"],
                                          warmup=job["warmup"], steps=job["steps"])
     steps = len(history["loss"])
@@ -113,8 +128,9 @@ def run(job: dict) -> dict:
 
 
 def key(job: dict) -> tuple:
+    norm = config_of(job["recipe"], job.get("position"), job.get("norm"))
     return (tuple(sorted(job["recipe"].items())), job.get("position"), job["rate"],
-            job["warmup"], job["seed"])
+            job["warmup"], job["seed"], norm.norm, norm.norm_first)
 
 
 STEPS = [1500]  # --steps changes it (a quick look; --save needs the full 1500)
@@ -132,13 +148,48 @@ def run_all(jobs: list[dict], workers: int, done: dict) -> None:
         for result in pool.map(run, todo):
             done[key(result)] = result
             print(f"   . {grid_name(**result['recipe'])}, position {result.get('position')}, "
+                  f"norm {result.get('norm')}, "
                   f"rate {result['rate']:g}, warm-up {result['warmup']}, seed {result['seed']}: "
                   f"target at {result['first']}, final {result['final']:.3f}", flush=True)
 
 
-def get(done, recipe, rate, warmup, seed, position=None):
+def get(done, recipe, rate, warmup, seed, position=None, norm=None):
     return done[key({"recipe": recipe, "position": position, "rate": rate, "warmup": warmup,
-                     "seed": seed})]
+                     "seed": seed, "norm": norm})]
+
+
+def norm_jobs(best: dict) -> list[dict]:
+    """Table 5's runs not in table 4: pre-norm LayerNorm and Post-LN RMSNorm, with 2017's and
+    with today's other pieces (table 4 has post/layernorm and pre/rmsnorm of both)."""
+    return [{"recipe": recipe, "norm": {**PLACEMENTS[place], **NORM_TYPES[kind]},
+             "rate": best[PLACEMENT_RECIPE[place]], "warmup": 100, "seed": 0}
+            for recipe in ({}, {p: "today" for p in PIECES if p != "norm"})
+            for place, kind in (("pre", "layernorm"), ("post", "rmsnorm"))]
+
+
+def norms_table(done: dict, best: dict, grid: dict) -> dict:
+    """Print table 5 and return its record: {"others 2017" | "others today": {"post/layernorm":
+    ..., "pre/layernorm": ..., "post/rmsnorm": ..., "pre/rmsnorm": ...}}. A combination table 4
+    trained is {"grid": its name}; the others hold the run's rate, d_ff, parameters, steps to
+    the target, final exact match, ms per step and validation curve."""
+    table = {}
+    print("   other pieces  placement  type       rate    d_ff  params  target  final")
+    for others, recipe in (("others 2017", {}),
+                           ("others today", {p: "today" for p in PIECES if p != "norm"})):
+        for place, kind in product(PLACEMENTS, NORM_TYPES):
+            if (place, kind) in (("post", "layernorm"), ("pre", "rmsnorm")):
+                name = grid_name(**recipe, **({"norm": "today"} if place == "pre" else {}))
+                r, entry = grid[name], {"grid": name}
+            else:
+                job = {"recipe": recipe, "norm": {**PLACEMENTS[place], **NORM_TYPES[kind]},
+                       "rate": best[PLACEMENT_RECIPE[place]], "warmup": 100, "seed": 0}
+                r = done[key(job)]
+                entry = {k: r[k] for k in ("rate", "d_ff", "parameters", "first", "final",
+                                           "ms_per_step", "accuracy")}
+            print(f"   {others:12s}  {place:9s}  {kind:9s}  {r['rate']:<6g}  {r['d_ff']:4d}  "
+                  f"{r['parameters']:6,}  {show(r['first']):>6s}  {r['final']:.3f}", flush=True)
+            table.setdefault(others, {})[f"{place}/{kind}"] = entry
+    return table
 
 
 def median_steps(results) -> float:
@@ -155,6 +206,9 @@ def main(argv=None) -> int:
     parser.add_argument("--save", action="store_true", help="write data/modern_*")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
     parser.add_argument("--steps", type=int, default=1500, help="steps per run (default 1500)")
+    parser.add_argument("--norms-only", action="store_true",
+                        help="only table 5, at the saved record's best rates; with --save it is "
+                             "added to data/modern_runs.json")
     args = parser.parse_args(argv)
     if args.save and args.steps != 1500:
         parser.error("--save records the full runs: leave --steps at 1500")
@@ -163,6 +217,8 @@ def main(argv=None) -> int:
     print(f"{platform.machine()} · Python {platform.python_version()} · NumPy {np.__version__} · "
           f"{args.jobs} worker(s), OPENBLAS_NUM_THREADS=1 each\n", flush=True)
     done: dict = {}
+    if args.norms_only:
+        return norms_only(args, start)
     record: dict = {"target": TARGET, "rates": list(RATES), "lengths": list(LENGTHS)}
 
     print(f"1 · steps to a validation exact match >= {TARGET} (evaluated every 50 steps), "
@@ -245,6 +301,9 @@ def main(argv=None) -> int:
         model = DecoderOnly.from_config(r["config"], np.random.default_rng(0))
         model.load_parameters(r["parameters_of_model"])
         models[name] = model
+    print("\n5 · the norm's placement and type apart (seed 0, warm-up 100)", flush=True)
+    run_all(norm_jobs(best), args.jobs, done)
+    record["norms"] = norms_table(done, best, record["grid"])
     print(f"\nall runs: {len(done)}, {time.time() - start:.0f} s", flush=True)
 
     if args.save:
@@ -256,6 +315,25 @@ def main(argv=None) -> int:
                              MODERN_MODELS, MODERN_MANIFEST)
         for path, sha in ((MODERN_MODELS, digest), (MODERN_RUNS, runs_digest)):
             print(f"saved {path.name} ({path.stat().st_size:,} bytes), SHA-256 {sha}")
+    return 0
+
+
+def norms_only(args, start: float) -> int:
+    """Table 5 alone, at the best rates of the saved record, written into it with --save."""
+    from helpers.data import load_runs
+    record = load_runs(MODERN_RUNS, MODERN_MANIFEST)
+    best, done = record["best_rate"], {}
+    print("5 · the norm's placement and type apart (seed 0, warm-up 100); best rates of the "
+          f"record: {best}", flush=True)
+    run_all(norm_jobs(best), args.jobs, done)
+    record["norms"] = norms_table(done, best, record["grid"])
+    print(f"\nruns: {len(done)}, {time.time() - start:.0f} s", flush=True)
+    if args.save:
+        digest = save_runs(record, MODERN_RUNS, MODERN_MANIFEST)
+        info = json.loads(MODERN_MANIFEST.read_text())
+        info["training"]["runs_sha256"] = digest  # the copy under "training" too
+        MODERN_MANIFEST.write_text(json.dumps(info, indent=1) + "\n")
+        print(f"saved {MODERN_RUNS.name}, SHA-256 {digest}")
     return 0
 
 

@@ -17,8 +17,8 @@ at the end. The validation curve is what chose the recipe; the test set chose no
 --recipes also trains every seed without each of the two additions, for the same 600 steps: no
           clipping; the paper's schedule (1 / sqrt(step) after the warm-up); and both, the paper's
           schedule without clipping, the recipe notebook 07 started from.
---warmup  also runs notebook 07's section 13 for every seed: Post-LN and Pre-LN, with and
-          without warm-up, 250 steps each of the same 600-step schedule.
+--warmup  also runs notebook 07's warm-up study (Going further) for every seed: Post-LN and
+          Pre-LN, with and without warm-up, 250 steps each of the same 600-step schedule.
 --save    writes data/reverse_model.npz and .json (seed 0's model) and data/reverse_runs.json
           (every curve printed, which notebook 07 plots); it implies --recipes and --warmup and
           needs seeds 0-4. Bit for bit the same files with the same NumPy and BLAS build.
@@ -140,7 +140,7 @@ def print_table(title: str, results: list[dict]) -> None:
 
 
 def warmup_study(seed: int) -> dict:
-    """Notebook 07 section 13 for one seed: 4 runs of WARMUP_BUDGET steps."""
+    """Notebook 07's warm-up study (Going further) for one seed: 4 runs of WARMUP_BUDGET steps."""
     rows = {}
     for norm_first in (False, True):
         for ramp in (True, False):
@@ -258,7 +258,8 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[NOTEBOOK_SEED])
     parser.add_argument("--recipes", action="store_true", help="also the recipe without each "
                         "addition (clipping, the linear decay)")
-    parser.add_argument("--warmup", action="store_true", help="also the warm-up study (section 13)")
+    parser.add_argument("--warmup", action="store_true", help="also the warm-up study "
+                        "(notebook 07, Going further)")
     parser.add_argument("--save", action="store_true", help="write data/reverse_*.{npz,json}")
     parser.add_argument("--vs-torch", action="store_true", help="instead, time one training "
                         "step against the same model in PyTorch (requirements-bench.txt)")

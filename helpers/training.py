@@ -403,8 +403,8 @@ class TrainingDiverged(ValueError):
 def clip_by_global_norm(grads, max_norm):
     """Scale every gradient by max_norm / norm if their global norm, the length of all of them
     as one vector, sqrt(sum of every squared entry), exceeds max_norm: the direction is kept, the
-    length of a rare huge gradient is capped, so that one unusual batch weighs no more than a
-    usual one in the optimiser's running averages. max_norm None: no clipping.
+    length of a large gradient is capped, so that no batch weighs more than max_norm allows in
+    the optimiser's running averages. max_norm None: no clipping.
     Returns (grads, norm before clipping); a norm that is not finite (inf or NaN: the training
     diverged) raises TrainingDiverged instead of spreading NaN through the weights."""
     if max_norm is not None:

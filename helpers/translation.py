@@ -432,7 +432,8 @@ def average_checkpoints(checkpoints):
 def cross_attention(model, src, tgt_in):
     """The cross-attention weights of every decoder block when the model reads src (B, S) and
     the decoder input tgt_in (B, T) (BOS, then the translation): (n_layers, B, h, T, S); row t
-    is where the decoder looked in the source to predict target token t + 1."""
+    is where the decoder looked in the source to predict target piece t (counted from 0), having
+    read BOS and target pieces 0 to t - 1."""
     if not isinstance(model, Transformer):
         raise ValueError(f"model must be a Transformer (notebook 06), got {type(model).__name__}")
     try:

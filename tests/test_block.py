@@ -126,6 +126,14 @@ def test_ffn_relu_is_really_applied(rng):
     np.testing.assert_array_equal(ffn.forward(x), [0.0, 2.0, 0.0, 4.0])
 
 
+def test_ffn_is_a_sum_of_values_weighted_by_key_matches(rng):
+    """Geva et al. (2021): the columns of W_1 are keys, the rows of W_2 values (notebook 05)."""
+    ffn = randomise(FeedForward(8, 32, rng), rng)
+    x = rng.standard_normal((3, 5, 8))
+    memory = sum(np.maximum(0, x @ ffn.W_1[:, i:i + 1] + ffn.b_1[i]) * ffn.W_2[i] for i in range(32))
+    np.testing.assert_allclose(memory + ffn.b_2, ffn.forward(x), atol=1e-12)
+
+
 def test_ffn_shapes_dtype_and_errors(rng):
     ffn = FeedForward(16, 64, rng, dtype=np.float32)
     assert {k: v.shape for k, v in ffn.parameters().items()} == {
@@ -192,6 +200,9 @@ def test_block_parameters_names_and_paper_count(rng):
     assert sum(p.size for p in params.values()) == 3_152_384
     d, d_ff = 512, 2048
     assert 3_152_384 == 4 * d * d + 4 * d + 2 * d * d_ff + d_ff + d + 2 * 2 * d
+    # the paper's block: no biases in the attention projections (b_q, b_k, b_v, b_o)
+    biases = sum(params[f"self_attn.b_{n}"].size for n in "qkvo")
+    assert 3_152_384 - biases == 4 * d * d + 2 * d * d_ff + d_ff + d + 2 * 2 * d == 3_150_336
 
 
 def test_load_parameters_round_trip_copies_and_is_atomic(rng):
@@ -273,6 +284,41 @@ def test_residual_stream_post_ln_fixed_pre_ln_grows(rng):
         norms.append(np.linalg.norm(hq, axis=-1).mean())
     assert np.all(np.diff(norms) > 0)
     np.testing.assert_allclose(np.linalg.norm(pre.forward(x), axis=-1), np.sqrt(d), rtol=1e-4)
+
+
+def jacobian(fn, x, e=1e-5):  # notebook 05's: central differences, all columns in one batch
+    steps = (np.eye(x.size) * e).reshape(x.size, *x.shape)
+    return ((fn(x + steps) - fn(x - steps)) / (2 * e)).reshape(x.size, -1).T
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_gradient_through_blocks_by_differences_equals_backward(rng, norm_first):
+    """Notebook 05 measures the gradient through a stack by finite differences; notebook 07's
+    backward gives the same J^T g."""
+    stack = randomise(Stack(EncoderBlock, 3, 8, 2, 16, rng, norm_first=norm_first), rng)
+    x, g = rng.standard_normal((4, 8)), rng.standard_normal((4, 8))
+    J = jacobian(stack.forward, x)
+    stack.forward(x)
+    d_x, _ = stack.backward(g)
+    np.testing.assert_allclose(d_x.ravel(), J.T @ g.ravel(), rtol=1e-6, atol=1e-8)
+
+
+def test_residual_connection_passes_the_gradient_back_unchanged(rng):
+    """The Jacobian of x + F(x) is I + J_F; without the skip, the gradient fades through depth."""
+    blocks = [EncoderBlock(16, 2, 64, rng) for _ in range(12)]
+    x = rng.standard_normal((4, 16))
+    J = jacobian(lambda z: z + blocks[0].ffn.forward(z), x)
+    np.testing.assert_allclose(J - np.eye(x.size), jacobian(blocks[0].ffn.forward, x), atol=1e-8)
+    size = {}
+    for skip in (0, 1):
+        h, G = x, np.eye(x.size)
+        for b in blocks:
+            def step(z, b=b, skip=skip):
+                z = skip * z + b.self_attn.forward(z, z, z)
+                return skip * z + b.ffn.forward(z)
+            G, h = jacobian(step, h) @ G, step(h)
+        size[skip] = np.linalg.norm(G) / np.sqrt(x.size)
+    assert size[0] < 0.05 < 10 < size[1]  # no skips: fades; skips, no norm: grows
 
 
 def test_set_parameters_works_on_plain_modules(rng):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -185,18 +186,21 @@ def test_rounding_level_differences_pass():
 
 
 def test_grade_a_python_file_from_the_shell(tmp_path):
-    good = "\n\n".join(solution_code(parts(load(EXERCISE_NOTEBOOKS[0]))[k]["solution"])
-                       for k in ("01.1", "01.2"))
+    solutions = {k: solution_code(cells["solution"])
+                 for k, cells in parts(load(EXERCISE_NOTEBOOKS[0])).items()}  # notebook 01's
+    n = len(solutions)
+    good = "\n\n".join(solutions.values())
     (tmp_path / "answers.py").write_text("import numpy as np\n\n" + good + "\n")
-    wrong = good.replace("/ np.sqrt(d_k)", "")
+    wrong = good.replace(solutions["01.2"], solutions["01.2"].replace("/ np.sqrt(d_k)", ""))
+    assert wrong != good
     (tmp_path / "wrong.py").write_text("import numpy as np\n\n" + wrong + "\n")
     cmd = [sys.executable, "-m", "helpers.checks", "--notebook", "01"]
     ok = subprocess.run([*cmd, str(tmp_path / "answers.py")], capture_output=True, text=True)
     assert ok.returncode == 0, ok.stdout + ok.stderr
-    assert "answers.py: 2 of 2 exercises passed" in ok.stdout
+    assert f"answers.py: {n} of {n} exercises passed" in ok.stdout
     bad = subprocess.run([*cmd, str(tmp_path / "wrong.py")], capture_output=True, text=True)
     assert bad.returncode == 1 and "[attention-no-scaling]" in bad.stdout
-    assert "wrong.py: 1 of 2 exercises passed" in bad.stdout
+    assert f"wrong.py: {n - 1} of {n} exercises passed" in bad.stdout
 
 
 @pytest.mark.parametrize("path", EXERCISE_NOTEBOOKS, ids=lambda p: p.name)
@@ -213,7 +217,7 @@ def test_exercise_notebook_structure(path):
     found = parts(nb)
     number = path.name[:2]
     assert list(found) == [k for k in checks.CATALOGUE if k.startswith(number + ".")]
-    assert 2 <= len(found) <= 4, f"{len(found)} exercises"
+    assert 2 <= len(found) <= 5, f"{len(found)} exercises"
     for key, cells in found.items():
         assert list(cells) == ["stub", "check", "hint", "solution"], (key, list(cells))
         ex = checks.CATALOGUE[key]
@@ -244,10 +248,12 @@ def solved_run(tmp_path_factory):
         (folder / path.name).write_text(json.dumps(solved(load(path))), encoding="utf-8")
     (folder / "pytest.ini").write_text("[pytest]\n")
     report = folder / "report.xml"
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",
-         "--nbval-current-env", f"--junitxml={report}", "--rootdir", str(folder), str(folder)],
-        capture_output=True, text=True, cwd=folder)
+    proc = subprocess.run(  # nbval alone: no other plugin to load (xdist's start costs ~1 s)
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "nbval",
+         "--nbval-lax", "--nbval-current-env", f"--junitxml={report}", "--rootdir", str(folder),
+         str(folder)],
+        capture_output=True, text=True, cwd=folder,
+        env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
     failures = {}
     for case in ET.parse(report).getroot().iter("testcase"):
         problem = case.find("failure") if case.find("failure") is not None else case.find("error")
@@ -366,7 +372,8 @@ def test_grading_survives_exit_errors_and_imports(tmp_path):
     path = tmp_path / "answers.py"
     path.write_text("import sys\nfrom helpers.transformer import softmax\nsys.exit(0)\n")
     results = checks.grade(path, "1")  # "1" is notebook 01
-    assert [r.status for r in results] == ["missing", "missing"]
+    assert [r.status for r in results] == ["missing"] * len(
+        [k for k in checks.CATALOGUE if k.startswith("01.")])
     assert "imports softmax from helpers.transformer instead of writing it" in results[0].message
     with pytest.raises(ValueError, match="no exercises for notebook '99'"):
         checks.grade(path, "99")
@@ -374,14 +381,15 @@ def test_grading_survives_exit_errors_and_imports(tmp_path):
     out = subprocess.run([sys.executable, "-m", "helpers.checks", str(tmp_path / "broken.ipynb"),
                           str(path), "--notebook", "01"], capture_output=True, text=True)
     assert out.returncode == 1 and "broken.ipynb: cannot be graded: JSONDecodeError" in out.stdout
-    assert "answers.py: 0 of 2 exercises passed" in out.stdout
+    assert f"answers.py: 0 of {len(results)} exercises passed" in out.stdout
 
 
 def test_a_renamed_exercise_notebook_is_graded_by_its_cells(tmp_path):
     renamed = tmp_path / "bob.ipynb"
     renamed.write_text(json.dumps(solved(load(EXERCISE_NOTEBOOKS[0]))))
     results = checks.grade(renamed)
-    assert [r.key for r in results] == ["01.1", "01.2"] and all(results)
+    assert [r.key for r in results] == [k for k in checks.CATALOGUE if k.startswith("01.")]
+    assert all(results)
 
 
 def test_a_wrong_result_names_the_learners_earlier_functions_that_fail():
@@ -396,13 +404,109 @@ def test_a_wrong_result_names_the_learners_earlier_functions_that_fail():
          "    return w @ V, w\n", namespace)
     result = checks.check(namespace["scaled_dot_product_attention"])
     assert result.status == "wrong"  # two mistakes at once: no catalogued one
-    assert result.message.endswith("Note: your softmax (01.1) does not pass yet; if this "
-                                   "function uses it, fix that first.")
+    assert result.message.endswith("Note: this function calls your softmax (01.1), which does "
+                                   "not pass yet: fix that first.")
     from helpers.transformer import softmax
 
     namespace["softmax"] = softmax  # with a right softmax, the one mistake is named, no note
     result = checks.check(namespace["scaled_dot_product_attention"])
     assert result.mistakes == ("attention-scaled-by-d_k",) and "Note:" not in result.message
+
+
+def test_the_note_names_only_earlier_functions_this_one_can_call(tmp_path):
+    namespace = {"np": np}
+    exec("def softmax(x, axis=-1):\n"  # wrong
+         "    return np.exp(x)\n"
+         "def _weights(s):\n"  # the learner's own helper calls it
+         "    return softmax(s)\n"
+         "def through_a_helper(Q, K, V, mask=None):\n"
+         "    w = _weights(Q @ K.swapaxes(-1, -2))\n"
+         "    return w @ V, w\n"
+         "def on_its_own(Q, K, V, mask=None):\n"  # writes its softmax inline: cannot call it
+         "    e = np.exp(Q @ K.swapaxes(-1, -2))\n"
+         "    w = e / e.sum(-1, keepdims=True)\n"
+         "    return w @ V, w\n", namespace)
+    assert "Note: this function calls your softmax (01.1)" in checks.check(
+        namespace["through_a_helper"], "01.2").message
+    result = checks.check(namespace["on_its_own"], "01.2")
+    assert result.status == "wrong" and "Note:" not in result.message, result.message
+    # 05.2 is given its norms: a wrong layer_norm is no reason to look there
+    namespace = {"np": np}
+    exec("def layer_norm(x, gamma, beta, eps=1e-5):\n"
+         "    return x\n"
+         "def post_ln_block(x, self_attn, feed_forward, norm1, norm2, mask=None):\n"
+         "    y = norm1(x + self_attn(x, mask))\n"
+         "    return norm2(feed_forward(y))\n", namespace)  # a residual forgotten, once
+    result = checks.check(namespace["post_ln_block"])
+    assert result.status == "wrong" and "layer_norm" not in result.message, result.message
+    # grading reads the same from the file's source, without running it in the grader
+    path = tmp_path / "05_answers.py"
+    path.write_text("import numpy as np\n\n\n" + "".join(
+        f"def layer_norm(x, gamma, beta, eps=1e-5):\n    return x\n\n\n"
+        f"def post_ln_block(x, self_attn, feed_forward, norm1, norm2, mask=None):\n"
+        f"    y = {call}(x + self_attn(x, mask))\n"
+        f"    return norm2(feed_forward(y))\n" for call in ("norm1",)))
+    results = checks.grade(path)
+    assert [r.status for r in results] == ["wrong", "wrong"]
+    assert "Note:" not in results[1].message, results[1].message
+    path.write_text(path.read_text().replace("y = norm1(", "y = layer_norm(").replace(
+        "(x + self_attn(x, mask))", "(x + self_attn(x, mask), 1.0, 0.0)"))
+    assert checks.grade(path)[1].message.endswith(
+        "Note: this function calls your layer_norm (05.1), which does not pass yet: fix that "
+        "first.")
+
+
+def test_an_unknown_mistake_says_which_cases_pass_and_shows_the_weights():
+    """A made-up wrong attention, right without a batch axis and wrong with one: the message
+    names the trait that tells the passing cases from the failing ones, lists them, and shows
+    the weights of the failing case next to the expected ones."""
+    def multi_head_attention(query, key, value, W_q, W_k, W_v, W_o, n_heads):
+        def split(x):
+            T, d = x.shape[-2:]
+            heads = x.reshape(-1, T, n_heads, d // n_heads)  # (B or 1, T, h, d_k)
+            heads = heads.transpose(2, 0, 1, 3)  # (h, B, T, d_k)
+            return heads.reshape(*x.shape[:-2], n_heads, T, d // n_heads)  # h and B mixed up
+        Q, K, V = split(query @ W_q), split(key @ W_k), split(value @ W_v)
+        weights = learners_softmax(Q @ K.swapaxes(-1, -2) / np.sqrt(Q.shape[-1]))
+        heads = weights @ V
+        merged = np.moveaxis(heads, -3, -2).reshape(*heads.shape[:-3], heads.shape[-2], -1)
+        return merged @ W_o, weights
+
+    result = checks.check(multi_head_attention)
+    message = result.message
+    assert result.status == "wrong" and result.mistakes == (), message
+    assert "wrong on 2 of 4 cases, and not one of the" in message
+    assert ("  The cases where query has 2 axes pass; those where it has 3 axes fail:\n"
+            "    ✓ 1. W_q = W_k = 0, W_v = W_o = I, h = 2") in message, message
+    assert "\n    ✗ 2. self-attention: a batch of 2, T = 5, d_model = 12, h = 4\n" in message
+    assert "\n    ✓ 4. no batch axis, 4 queries, 5 keys" in message
+    assert "\n  case: self-attention: a batch of 2" in message  # the first failing case
+    lines = message.splitlines()
+    expected = next(i for i, line in enumerate(lines) if line.startswith("  expected weights["))
+    assert lines[expected + 1].startswith("  got      weights["), message  # side by side
+    assert re.fullmatch(r"  expected weights\[\d, \d, \d\]: \[[-0-9. e]+\]", lines[expected])
+    assert message.endswith("See 02 §3 · The layer in eight lines.")
+
+    def scaled_dot_product_attention(Q, K, V, mask=None):  # the weights right, the output not
+        out, weights = learners_attention(Q, K, V, mask)
+        return out + 1, weights
+
+    message = checks.check(scaled_dot_product_attention).message
+    assert "  expected output[0]: " in message and "\n  weights: as expected on this case\n" in (
+        message)
+    assert "The case" not in message  # every case fails: nothing to tell apart
+
+
+def test_the_trait_named_can_be_a_missing_argument_or_the_hand_case():
+    from helpers.checks.core import _which_pass
+
+    ln = checks.CATALOGUE["05.1"]  # only the last case gives eps
+    assert _which_pass(ln, [True, True, True, False]) == (
+        "The cases where eps is left at its default pass; the one where it is given fails.")
+    block = checks.CATALOGUE["06.1"]  # the two toy cases are done by hand
+    assert _which_pass(block, [True, True, False, False, False]) == (
+        "The cases done by hand pass; the others fail.")
+    assert _which_pass(block, [False, True, False, True, True]) == ""  # nothing tells them apart
 
 
 def test_two_mistakes_the_cases_cannot_tell_apart_are_both_named():
@@ -443,4 +547,5 @@ def test_an_inner_time_limit_gives_the_outer_one_back(monkeypatch):
 def test_a_file_numbered_like_no_notebook_is_graded_by_its_functions(tmp_path):
     path = tmp_path / "99_homework.py"
     path.write_text("def lrate(step, d_model, warmup):\n    return 0\n")
-    assert [r.key for r in checks.grade(path)] == ["07.1", "07.2", "07.3", "07.4"]
+    assert [r.key for r in checks.grade(path)] == [k for k in checks.CATALOGUE
+                                                   if k.startswith("07.")]

@@ -55,6 +55,11 @@ def softmax_uniform_on_blocked_row(x, axis=-1):
     return e / e.sum(axis=axis, keepdims=True)
 
 
+def softmax_global_max(x, axis=-1):
+    e = np.exp(x - np.max(x))  # "subtract the max so that exp cannot overflow"
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
 # ── 01.2 · scaled dot-product attention ───────────────────────────────────────────────────────
 
 
@@ -73,6 +78,11 @@ def attention_no_scaling(Q, K, V, mask=None):
 
 def attention_scaled_by_d_k(Q, K, V, mask=None):
     return _attention(Q, K, V, mask, scale=K.shape[-1])
+
+
+def attention_scaled_by_sqrt_T_k(Q, K, V, mask=None):
+    T_k = K.shape[-2]  # "the size of the keys"
+    return _attention(Q, K, V, mask, scale=math.sqrt(T_k))
 
 
 def attention_times_sqrt_d_k(Q, K, V, mask=None):
@@ -137,6 +147,53 @@ def mask_nan_on_blocked_row(Q, K, V, mask=None):
     return weights @ V, weights
 
 
+# ── 01.3 · the variance of q·k ────────────────────────────────────────────────────────────────
+
+
+def _dot_products(X_q, X_k, W_q, W_k):  # a loop over the samples, q_i · k_i with np.dot
+    Q, K = np.matmul(X_q, W_q), np.matmul(X_k, W_k)
+    return np.array([np.dot(q, k) for q, k in zip(Q, K)])
+
+
+def _variance(values):  # the mean of the squared deviations, by hand
+    return float(np.mean((values - np.mean(values)) ** 2))
+
+
+def score_variance_all_pairs(X_q, X_k, W_q, W_k):
+    scores = (X_q @ W_q) @ (X_k @ W_k).T  # every query against every key, as in attention
+    d_k = W_q.shape[1]
+    return float(np.var(scores)), float(np.var(scores / math.sqrt(d_k)))
+
+
+def score_variance_ddof_1(X_q, X_k, W_q, W_k):
+    dots = _dot_products(X_q, X_k, W_q, W_k)
+    scaled = dots / math.sqrt(W_k.shape[1])
+    return float(np.var(dots, ddof=1)), float(np.var(scaled, ddof=1))  # the sample variance
+
+
+def score_variance_no_scaling(X_q, X_k, W_q, W_k):
+    dots = _dot_products(X_q, X_k, W_q, W_k)
+    return _variance(dots), _variance(dots)  # "the softmax takes care of the size"
+
+
+def score_variance_scaled_by_d_k(X_q, X_k, W_q, W_k):
+    dots = _dot_products(X_q, X_k, W_q, W_k)
+    d_k = W_k.shape[1]
+    return _variance(dots), _variance(dots / d_k)
+
+
+def score_variance_scaled_by_sqrt_d_model(X_q, X_k, W_q, W_k):
+    dots = _dot_products(X_q, X_k, W_q, W_k)
+    d = X_q.shape[1]  # the width of the input, not of q and k
+    return _variance(dots), _variance(dots / math.sqrt(d))
+
+
+def score_variance_is_std(X_q, X_k, W_q, W_k):
+    dots = _dot_products(X_q, X_k, W_q, W_k)
+    scaled = dots / math.sqrt(W_q.shape[1])
+    return float(np.std(dots)), float(np.std(scaled))
+
+
 WRONG = {
     "softmax-no-max-shift": softmax_no_max_shift,
     "softmax-ignores-axis": softmax_ignores_axis,
@@ -144,8 +201,10 @@ WRONG = {
     "softmax-sum-over-everything": softmax_sum_over_everything,
     "softmax-nan-on-blocked-row": softmax_nan_on_blocked_row,
     "softmax-uniform-on-blocked-row": softmax_uniform_on_blocked_row,
+    "softmax-global-max": softmax_global_max,
     "attention-no-scaling": attention_no_scaling,
     "attention-scaled-by-d_k": attention_scaled_by_d_k,
+    "attention-scaled-by-sqrt-num-keys": attention_scaled_by_sqrt_T_k,
     "attention-times-sqrt-d_k": attention_times_sqrt_d_k,
     "attention-softmax-over-queries": attention_softmax_over_queries,
     "attention-values-are-keys": attention_values_are_keys,
@@ -155,6 +214,12 @@ WRONG = {
     "mask-fill-1e9-uniform-row": mask_fill_1e9_uniform_row,
     "mask-added-1e9": mask_added_1e9,
     "mask-nan-on-blocked-row": mask_nan_on_blocked_row,
+    "score-variance-all-pairs": score_variance_all_pairs,
+    "score-variance-ddof-1": score_variance_ddof_1,
+    "score-variance-no-scaling": score_variance_no_scaling,
+    "score-variance-scaled-by-d_k": score_variance_scaled_by_d_k,
+    "score-variance-scaled-by-sqrt-d_model": score_variance_scaled_by_sqrt_d_model,
+    "score-variance-is-std": score_variance_is_std,
 }
 
 
@@ -186,3 +251,42 @@ def test_the_additive_mask_gives_a_blocked_query_the_unmasked_softmax():
     _, unmasked = sdpa.reference(Q, K, V)
     assert mask[2].all() and np.allclose(weights[2], unmasked[2], rtol=1e-6)
     assert np.array_equal(sdpa.reference(Q, K, V, mask)[1][2], np.zeros(4))
+
+
+def test_the_variance_hand_case_and_the_random_cases_say_d_k_then_1():
+    ex = checks.exercise("01.3")
+    X_q, X_k, W_q, W_k = ex.cases[0].args
+    dots = [sum(a * b for a, b in zip(x @ W_q, y @ W_k)) for x, y in zip(X_q, X_k)]
+    assert dots == [1.0, 4.0] and "(2.25, 1.125)" in ex.cases[0].label
+    assert np.allclose(ex.reference(*ex.cases[0].args), (2.25, 1.125), rtol=0, atol=1e-15)
+    for case in ex.cases[1:]:
+        X_q, X_k, W_q, W_k = case.args
+        d_k = W_q.shape[1]
+        assert np.allclose(W_q.T @ W_q, np.eye(d_k), atol=1e-12)  # unit-variance q and k
+        raw, scaled = ex.reference(*case.args)
+        assert abs(raw / d_k - 1) < 0.1 and abs(scaled - 1) < 0.1, case.label
+        assert f"d_k = {d_k} " in case.label and f"({raw:.1f}, {scaled:.2f})" in case.label
+
+
+def test_a_learner_who_writes_the_variance_with_einsum_passes():
+    def score_variance(X_q, X_k, W_q, W_k):
+        dots = np.einsum("nd,nd->n", X_q @ W_q, X_k @ W_k)
+        return np.var(dots), np.var(dots / np.sqrt(W_q.shape[-1]))
+
+    assert checks.check(score_variance)
+
+
+def test_the_far_apart_softmax_case_is_its_label_and_catches_a_global_maximum():
+    case = checks.exercise("01.1").cases[-1]
+    (x,) = case.args
+    by_hand = [1 / (1 + math.e), math.e / (1 + math.e)]  # softmax([a, a + 1]) for any a
+    assert np.array_equal(np.round(by_hand, 4), [0.2689, 0.7311])
+    assert "[0.2689, 0.7311]" in case.label
+    assert np.allclose(checks.exercise("01.1").reference(x), [by_hand] * 2, rtol=0, atol=1e-15)
+    with np.errstate(all="ignore"):
+        assert np.isnan(softmax_global_max(x)[1]).all()  # exp(-2000) = 0 in the second row
+
+
+def test_the_batched_attention_case_has_as_many_keys_as_no_key_has_width():
+    Q, K, V = checks.exercise("01.2").cases[-1].args
+    assert K.ndim == 3 and K.shape[-2] != K.shape[-1]  # √T_k and √d_k give different scores

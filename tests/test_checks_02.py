@@ -117,6 +117,12 @@ def mha_weights_transposed(query, key, value, W_q, W_k, W_v, W_o, n_heads):
     return np.concatenate(outs, axis=-1) @ W_o, weights
 
 
+def mha_weights_averaged_over_heads(query, key, value, W_q, W_k, W_v, W_o, n_heads):
+    outs, weights = _heads_loop(query, key, value, W_q, W_k, W_v, n_heads)
+    # torch.nn.MultiheadAttention(..., average_attn_weights=True), its default, returns this
+    return np.concatenate(outs, axis=-1) @ W_o, np.mean(weights, axis=-3)
+
+
 def _attend_heads(Q, K, V):
     weights = _softmax_rows(Q @ np.swapaxes(K, -1, -2) / np.sqrt(Q.shape[-1]))
     return weights @ V, weights
@@ -165,6 +171,7 @@ WRONG = {
     "mha-kv-from-query": mha_kv_from_query,
     "mha-v-from-key": mha_v_from_key,
     "mha-weights-transposed": mha_weights_transposed,
+    "mha-weights-averaged-over-heads": mha_weights_averaged_over_heads,
     "mha-split-without-transpose": _mha_with(_reshape_split, _good_merge),
     "mha-merge-without-transpose": _mha_with(_good_split, _reshape_merge),
     "mha-split-and-merge-without-transpose": _mha_with(_reshape_split, _reshape_merge),
@@ -202,3 +209,11 @@ def test_the_message_for_a_reshape_only_split_quoted():
         "holds columns 2i and 2i + 1 of both tokens)\n"
         "  expected result[0, 1]: [6 7]\n"
         "  got      result[0, 1]: [2 3]\n"), message
+
+
+def test_weights_averaged_over_heads_are_named_with_pytorchs_flag():
+    result = checks.check(mha_weights_averaged_over_heads, "02.3")
+    assert result.mistakes == ("mha-weights-averaged-over-heads",), result.message
+    assert "average_attn_weights=True" in result.message
+    assert "  expected weights: shape (2, 3, 3)\n  got      weights: shape (3, 3)\n" in (
+        result.message)  # the output is right: the hand case shows the weights' shape

@@ -115,6 +115,52 @@ def emb_pe_indexed_by_token(tokens, table, PE):
     return _lookup(tokens, table) * math.sqrt(table.shape[1]) + np.take(PE, tokens, axis=0)
 
 
+# ── 03.3 · relative_position_matrix ───────────────────────────────────────────────────────────
+
+
+def _blocks(k, d_model, block, freq=lambda i, d_model: 10000 ** (-2 * i / d_model)):
+    """M_k with block(angle) (2 x 2) at rows and columns 2i, 2i + 1, with a loop over the pairs."""
+    M = np.zeros((d_model, d_model))
+    for i in range(d_model // 2):
+        M[2 * i:2 * i + 2, 2 * i:2 * i + 2] = block(k * freq(i, d_model))
+    return M
+
+
+def rotation_transposed(k, d_model):  # the textbook rotation, for column vectors
+    return _blocks(k, d_model, lambda a: [[math.cos(a), math.sin(a)], [-math.sin(a), math.cos(a)]])
+
+
+def rotation_frequency_without_the_2(k, d_model):
+    return _blocks(k, d_model, lambda a: [[math.cos(a), -math.sin(a)], [math.sin(a), math.cos(a)]],
+                   freq=lambda i, d_model: 1 / 10000 ** (i / d_model))
+
+
+def rotation_sin_cos_swapped(k, d_model):
+    return _blocks(k, d_model, lambda a: [[math.sin(a), -math.cos(a)], [math.cos(a), math.sin(a)]])
+
+
+def rotation_angle_not_times_k(k, d_model):
+    return _blocks(1, d_model, lambda a: [[math.cos(a), -math.sin(a)], [math.sin(a), math.cos(a)]])
+
+
+def rotation_frequency_inverted(k, d_model):
+    M = np.zeros((d_model, d_model))
+    for i in range(d_model // 2):
+        a = k * 10000 ** (2 * i / d_model)  # "the frequency grows with i"
+        M[2 * i:2 * i + 2, 2 * i:2 * i + 2] = [[math.cos(a), -math.sin(a)],
+                                               [math.sin(a), math.cos(a)]]
+    return M
+
+
+def rotation_pairs_in_halves(k, d_model):
+    M, h = np.zeros((d_model, d_model)), d_model // 2
+    for i in range(h):
+        a = k / 10000 ** (2 * i / d_model)
+        M[i, i], M[i, i + h], M[i + h, i], M[i + h, i + h] = (
+            math.cos(a), -math.sin(a), math.sin(a), math.cos(a))
+    return M
+
+
 WRONG = {
     "pe-sin-cos-in-halves": pe_sin_cos_in_halves,
     "pe-exponent-i-over-d": pe_exponent_i_over_d,
@@ -130,6 +176,12 @@ WRONG = {
     "emb-scaled-by-sqrt-vocab": emb_scaled_by_sqrt_vocab,
     "emb-pe-scaled-too": emb_pe_scaled_too,
     "emb-pe-indexed-by-token": emb_pe_indexed_by_token,
+    "rotation-transposed": rotation_transposed,
+    "rotation-frequency-without-the-2": rotation_frequency_without_the_2,
+    "rotation-sin-cos-swapped": rotation_sin_cos_swapped,
+    "rotation-angle-not-times-k": rotation_angle_not_times_k,
+    "rotation-frequency-inverted": rotation_frequency_inverted,
+    "rotation-pairs-in-halves": rotation_pairs_in_halves,
 }
 
 
@@ -167,3 +219,32 @@ def test_the_message_for_halves_quoted():
         "  got      result[0]: [0 0 1 1]\n"
         "  Your result equals this mistake's on all 4 cases [pe-sin-cos-in-halves]. "
         "See 03 §3 · The wavelengths."), message
+
+
+def test_the_rotation_hand_case_is_its_label_and_shifts_the_table():
+    ex = checks.exercise("03.3")
+    M = ex.reference(*ex.cases[0].args)  # k = 1, d_model = 4
+    c1, s1, c2, s2 = math.cos(1), math.sin(1), math.cos(0.01), math.sin(0.01)
+    by_hand = [[c1, -s1, 0, 0], [s1, c1, 0, 0], [0, 0, c2, -s2], [0, 0, s2, c2]]
+    assert np.allclose(M, by_hand, rtol=0, atol=1e-15)
+    assert np.array_equal(ex.reference(*ex.cases[3].args), np.eye(4))  # k = 0
+    PE = checks.exercise("03.1").reference(20, 16)
+    for k, d_model in (case.args for case in ex.cases):
+        if d_model == 16:
+            shifted = PE[max(0, -k):20 - max(0, k)] @ ex.reference(k, d_model)
+            assert np.allclose(shifted, PE[max(0, k):20 + min(0, k)], rtol=0, atol=1e-12)
+            wrong = PE[max(0, -k):20 - max(0, k)] @ rotation_transposed(k, d_model)
+            assert np.allclose(wrong, PE[max(0, -k):20 - max(0, k)] @ ex.reference(-k, d_model))
+
+
+def test_a_learner_who_fills_the_pairs_with_slices_passes():
+    def relative_position_matrix(k, d_model):
+        w = 1.0 / 10000 ** (np.arange(0, d_model, 2) / d_model)
+        M = np.zeros((d_model, d_model))
+        M[0::2, 0::2] = np.diag(np.cos(k * w))
+        M[0::2, 1::2] = np.diag(-np.sin(k * w))
+        M[1::2, 0::2] = np.diag(np.sin(k * w))
+        M[1::2, 1::2] = np.diag(np.cos(k * w))
+        return M
+
+    assert checks.check(relative_position_matrix)

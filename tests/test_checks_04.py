@@ -8,7 +8,7 @@ checker names exactly the mistake each one makes.
 
 import numpy as np
 
-from helpers.checks import check
+from helpers.checks import check, exercise
 
 # ── 04.1 · causal_mask ────────────────────────────────────────────────────────────────────────
 
@@ -124,6 +124,65 @@ def combine_no_head_axis(lengths, T):
     return _causal(T)[None] | _is_pad(lengths, T)[:, None, :]  # (B, T, T)
 
 
+# ── 04.4 · masked_softmax ─────────────────────────────────────────────────────────────────────
+
+
+def _rowwise(scores, fn):  # fn(row of scores) -> row of weights, over every row, with a loop
+    scores = np.asarray(scores, dtype=float)
+    out = np.empty_like(scores)
+    for idx in np.ndindex(scores.shape[:-1]):
+        out[idx] = fn(scores[idx])
+    return out
+
+
+def _plain_softmax(row):
+    e = np.exp(row - np.max(row))
+    return e / np.sum(e)
+
+
+def masked_softmax_nan_row(scores, mask):
+    filled = scores.copy() + np.zeros(np.broadcast_shapes(scores.shape, mask.shape))
+    filled[np.broadcast_to(mask, filled.shape)] = float("-inf")
+    return _rowwise(filled, _plain_softmax)  # an all -inf row: nan
+
+
+def masked_softmax_uniform_row(scores, mask):
+    filled = np.where(mask, -1e9, scores)  # the Annotated Transformer's masked_fill
+    return _rowwise(filled, _plain_softmax)
+
+
+def masked_softmax_added_1e9(scores, mask):
+    return _rowwise(scores + np.where(mask, -1e9, 0.0), _plain_softmax)
+
+
+def masked_softmax_mask_inverted(scores, mask):
+    keep = mask  # "True = keep"
+    filled = np.where(keep, scores, -np.inf)
+    return _rowwise(filled, lambda row: np.zeros_like(row) if np.isneginf(row).all()
+                    else _plain_softmax(row))
+
+
+def masked_softmax_after_softmax(scores, mask):
+    weights = _rowwise(scores, _plain_softmax)
+    return weights * np.logical_not(mask)  # zero the blocked weights afterwards
+
+
+def masked_softmax_renormalised(scores, mask):
+    weights = _rowwise(scores, _plain_softmax) * ~mask  # drop the blocked keys' weight...
+    return weights / weights.sum(axis=-1, keepdims=True)  # ...and make the rest sum to 1
+
+
+def masked_softmax_no_max_shift(scores, mask):
+    e = np.exp(np.where(mask, -np.inf, scores))  # blocked keys: exp(-inf) = 0
+    return e / np.sum(e, axis=-1, keepdims=True)
+
+
+def masked_softmax_global_max(scores, mask):
+    s = np.where(mask, -np.inf, scores)
+    e = np.exp(s - np.max(s))  # "subtract the max so that exp cannot overflow"
+    return e / np.sum(e, axis=-1, keepdims=True)
+
+
 WRONG = {
     "causal-not-boolean": causal_not_boolean,
     "causal-diagonal-blocked": causal_diagonal_blocked,
@@ -145,6 +204,14 @@ WRONG = {
     "combine-causal-missing": combine_causal_missing,
     "combine-padding-on-queries": combine_padding_on_queries,
     "combine-no-head-axis": combine_no_head_axis,
+    "masked-softmax-nan-row": masked_softmax_nan_row,
+    "masked-softmax-uniform-row": masked_softmax_uniform_row,
+    "masked-softmax-added-1e9": masked_softmax_added_1e9,
+    "masked-softmax-mask-inverted": masked_softmax_mask_inverted,
+    "masked-softmax-after-softmax": masked_softmax_after_softmax,
+    "masked-softmax-renormalised": masked_softmax_renormalised,
+    "masked-softmax-no-max-shift": masked_softmax_no_max_shift,
+    "masked-softmax-global-max": masked_softmax_global_max,
 }
 
 
@@ -169,7 +236,7 @@ def test_a_keep_mask_is_named_with_what_this_series_means_by_true():
     assert result.mistakes == ("padding-inverted",)
     assert ("✗ 04.2 padding_mask: the mask is True at the real tokens (a keep-mask, j < length); "
             "in this series True = blocked\n  case: lengths = [2, 3], T = 3") in result.message
-    assert result.message.endswith("See 04 §7 · Other encodings, and converters.")
+    assert result.message.endswith("See 04 §7 · Other encodings.")
 
 
 def test_a_loop_over_the_lengths_passes():
@@ -197,3 +264,48 @@ def test_with_end_padding_the_padding_part_changes_only_the_padded_rows():
             assert np.array_equal(combined[b, 0, :n], causal[:n])  # real queries: causal only
             assert not combined[b, 0, n:, :n].any() and combined[b, 0, n:, n:].all()  # keys 0..n-1
         assert any(n < T for n in lengths)  # the padded rows are there to see
+
+
+def test_the_masked_softmax_hand_case_and_the_queries_that_see_nothing():
+    ex = exercise("04.4")
+    weights = ex.reference(*ex.cases[0].args)
+    assert np.allclose(weights, [[0.25, 0.75, 0], [0, 0, 0]], rtol=0, atol=1e-15)
+    for case in ex.cases:
+        scores, mask = case.args
+        weights = ex.reference(scores, mask)
+        full = np.broadcast_to(mask, weights.shape).all(axis=-1)
+        assert not np.isnan(weights).any() and np.all(weights[full] == 0)
+        assert np.allclose(weights.sum(-1)[~full], 1, rtol=0, atol=1e-12)
+        assert ("see nothing" in case.label or "[T, T, T]" in case.label) == full.any(), case.label
+
+
+def test_a_learner_who_divides_only_where_the_total_is_positive_passes():
+    def masked_softmax(scores, mask):
+        s = np.where(mask, -np.inf, scores)
+        m = s.max(axis=-1, keepdims=True)
+        e = np.exp(s - np.where(np.isneginf(m), 0.0, m))
+        total = e.sum(axis=-1, keepdims=True)
+        return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+
+    assert check(masked_softmax)
+
+
+def test_a_masked_softmax_that_calls_the_librarys_softmax_is_not_credited():
+    from helpers.transformer import softmax
+
+    def masked_softmax(scores, mask):
+        return softmax(np.where(mask, -np.inf, scores))  # the task asks for it written out
+
+    result = check(masked_softmax)
+    assert result.status == "not credited" and "softmax" in result.message, result.message
+
+
+def test_the_far_apart_and_blocked_high_cases_are_their_labels():
+    ex = exercise("04.4")
+    far, high = ex.cases[-2], ex.cases[-1]
+    assert np.allclose(ex.reference(*far.args), [[0.26894142, 0.73105858, 0]] * 2, atol=1e-8)
+    assert "[0.2689, 0.7311, 0]" in far.label
+    assert np.allclose(ex.reference(*high.args), [[0.5, 0.5, 0]], rtol=0, atol=1e-15)
+    assert "[[0.5, 0.5, 0]]" in high.label
+    with np.errstate(all="ignore"):
+        assert np.isnan(masked_softmax_renormalised(*high.args)).all()  # 0/0 once 1000 is dropped

@@ -143,6 +143,19 @@ def block_residual_from_input(x, self_attn, feed_forward, norm1, norm2, mask=Non
     return norm2(f + x)  # x is still the block's input
 
 
+def block_add_after_norm(x, self_attn, feed_forward, norm1, norm2, mask=None):
+    y = norm1(x) + self_attn(x, mask)  # "Add & Norm" read as "norm, then add"
+    return norm2(y) + feed_forward(y)
+
+
+def block_norm_overwrites_input(x, self_attn, feed_forward, norm1, norm2, mask=None):
+    x = norm1(x)  # x reused: the residual now carries LN(x)
+    x = x + self_attn(x, mask)
+    x = norm2(x)
+    x = x + feed_forward(x)
+    return x
+
+
 WRONG = {
     "ln-unbiased-variance": ln_unbiased_variance,
     "ln-eps-outside-sqrt": ln_eps_outside_sqrt,
@@ -166,6 +179,8 @@ WRONG = {
     "block-ffn-first": block_ffn_first,
     "block-ffn-reads-input": block_ffn_reads_input,
     "block-residual-from-input": block_residual_from_input,
+    "block-add-after-norm": block_add_after_norm,
+    "block-norm-overwrites-input": block_norm_overwrites_input,
 }
 
 
@@ -195,7 +210,7 @@ def test_the_constant_row_gives_beta_and_without_eps_nan():
 def test_the_reference_block_is_the_library_encoder_block():
     from helpers.checks.blocks import BLOCK, POST_LN_BLOCK
 
-    for case in POST_LN_BLOCK.cases[1:]:  # the cases built from BLOCK's sub-layers
+    for case in POST_LN_BLOCK.cases[2:]:  # the cases built from BLOCK's sub-layers
         args, kwargs = case.arguments()
         expected = BLOCK.forward(args[0], kwargs.get("mask"))
         assert np.allclose(POST_LN_BLOCK.reference(*args, **kwargs), expected, rtol=0, atol=1e-13)
@@ -217,3 +232,30 @@ def test_pre_ln_is_named_with_both_formulas():
     assert ("this is the Pre-LN block, x + Sublayer(LN(x)); the paper's Post-LN block is "
             "LN(x + Sublayer(x))") in result.message
     assert "See 05 §5 · A stack of blocks, and Post-LN against Pre-LN." in result.message
+
+
+def test_the_hand_case_with_nonlinear_norms_gives_what_was_computed_by_hand():
+    from helpers.checks.blocks import POST_LN_BLOCK
+
+    case = POST_LN_BLOCK.cases[1]
+    assert "by hand" in case.label and "not linear" in case.label
+    args, kwargs = case.arguments()
+    # x = [1, -3]; causal averaging attention: [1, (1 - 3) / 2] = [1, -1]
+    # y = norm1(x + a) = |[2, -4]| + 1 = [3, 5]; FFN(y) = [-6, -10]
+    # out = norm2(y + FFN(y)) = 2 |[-3, -5]| = [6, 10]
+    np.testing.assert_array_equal(POST_LN_BLOCK.reference(*args, **kwargs), [[[6.0], [10.0]]])
+    by_hand = {  # each wrong wiring on this case, by hand
+        block_add_after_norm: [0.0, 0.0],  # y = |x| + 1 + a = [3, 3]; 2|y| - 2y = 0
+        block_norm_overwrites_input: [-8.0, -14.0],  # LN(x) = [2, 4], + its average [2, 3]
+        # = [4, 7]; 2|.| = [8, 14]; plus -2 times itself
+        block_norm_then_add: [15.0, 3.0],  # y = x + |a| + 1 = [3, -1]; y + 2|-2y| = 5y
+        block_norms_swapped: [5.0, 9.0],  # y = 2|[2, -4]| = [4, 8]; |-y| + 1
+    }
+    for wrong, expected in by_hand.items():
+        np.testing.assert_array_equal(wrong(*args, **kwargs).ravel(), expected, wrong.__name__)
+
+
+def test_a_residual_added_after_the_norm_is_named():
+    result = check(block_add_after_norm, "05.2")
+    assert result.mistakes == ("block-add-after-norm",), result.message
+    assert "LN(x) + Sublayer(x); Post-LN normalises the sum: LN(x + Sublayer(x))" in result.message

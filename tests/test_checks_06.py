@@ -118,6 +118,32 @@ def no_residual(y, memory, self_attn, cross_attn, feed_forward, norm1, norm2, no
     return norm3(feed_forward(b))
 
 
+def norm_then_add(y, memory, self_attn, cross_attn, feed_forward, norm1, norm2, norm3,
+                  tgt_mask, src_mask):
+    y = y + norm1(self_attn(y, y, y, tgt_mask))  # "sub-layer, norm, then the residual"
+    y = y + norm2(cross_attn(y, memory, memory, src_mask))
+    return y + norm3(feed_forward(y))
+
+
+def add_after_norm(y, memory, self_attn, cross_attn, feed_forward, norm1, norm2, norm3,
+                   tgt_mask, src_mask):
+    subs = [lambda t: self_attn(t, t, t, tgt_mask), lambda t: cross_attn(t, memory, memory, src_mask),
+            feed_forward]
+    for sub, norm in zip(subs, [norm1, norm2, norm3]):
+        y = norm(y) + sub(y)  # the norm on the residual only
+    return y
+
+
+def norm_overwrites_input(y, memory, self_attn, cross_attn, feed_forward, norm1, norm2, norm3,
+                          tgt_mask, src_mask):
+    y = norm1(y)
+    y = y + self_attn(y, y, y, tgt_mask)
+    y = norm2(y)
+    y = y + cross_attn(y, memory, memory, src_mask)
+    y = norm3(y)
+    return y + feed_forward(y)
+
+
 # ── 06.2 · greedy decoding ────────────────────────────────────────────────────────────────────
 
 
@@ -234,6 +260,9 @@ WRONG = {
     "decoder-one-norm-reused": one_norm_reused,
     "decoder-pre-ln": pre_ln,
     "decoder-no-residual": no_residual,
+    "decoder-norm-then-add": norm_then_add,
+    "decoder-add-after-norm": add_after_norm,
+    "decoder-norm-overwrites-input": norm_overwrites_input,
     "greedy-first-position": first_position,
     "greedy-wrong-axis": wrong_axis,
     "greedy-flat-argmax": flat_argmax,
@@ -255,6 +284,30 @@ def test_the_hand_case_of_the_decoder_block_gives_48_and_57():
     ex = checks.exercise("06.1")
     args, _ = ex.cases[0].arguments()
     np.testing.assert_array_equal(ex.reference(*args), [[[48.0], [57.0]]])
+
+
+def test_the_hand_case_with_nonlinear_norms_gives_what_was_computed_by_hand():
+    ex = checks.exercise("06.1")
+    assert "by hand" in ex.cases[1].label and "not linear" in ex.cases[1].label
+    args, _ = ex.cases[1].arguments()
+    # y = [1, -3]; causal averaging self-attention: [1, -1]; norm1: |[2, -4]| + 1 = [3, 5]
+    # cross-attention: memory position 1 is padded, so both read -10; norm2: |[-7, -5]| + 2
+    # = [9, 7]; FFN: [-18, -14]; norm3: |[-9, -7]| + 3 = [12, 10]
+    np.testing.assert_array_equal(ex.reference(*args), [[[12.0], [10.0]]])
+    by_hand = {  # each wrong wiring on this case, by hand
+        norm_then_add: [48.0, 36.0],  # [1, -3] + |[1, -1]| + 1 = [3, -1]; + |-10| + 2 = [15,
+        # 11]; + |-2 y| + 3 = 3 y + 3
+        add_after_norm: [18.0, 18.0],  # |y| + 1 + [1, -1] = [3, 3]; |.| + 2 - 10 = [-5, -5];
+        # |.| + 3 + 10 = 18
+        norm_overwrites_input: [-7.0, -4.0],  # [2, 4] + [2, 3] = [4, 7]; [6, 9] - 10 = [-4,
+        # -1]; [7, 4] - 2 [7, 4]
+    }
+    for wrong, expected in by_hand.items():
+        np.testing.assert_array_equal(wrong(*args).ravel(), expected, wrong.__name__)
+    for wrong in by_hand:  # the affine norms of the first hand case (plus_k) cannot show these
+        args, _ = ex.cases[0].arguments()
+        assert np.array_equal(wrong(*args), ex.reference(*args)) == (wrong is not
+                                                                     norm_overwrites_input)
 
 
 def test_the_reference_decoder_block_is_the_library_block_also_when_S_differs_from_T():
@@ -326,3 +379,11 @@ def test_every_call_gets_a_fresh_next_logits_so_the_calls_are_counted_per_call()
         assert checks.run(ex, ex.reference)  # shared between calls
     first, second = ex.cases[0].arguments()[0][0], ex.cases[0].arguments()[0][0]
     assert first is not second
+
+
+def test_a_residual_added_after_the_norm_is_shown_on_the_nonlinear_hand_case():
+    result = checks.check(add_after_norm, "06.1")
+    assert result.mistakes == ("decoder-add-after-norm",), result.message
+    assert ("  case: by hand, with toy norms that are not linear" in result.message
+            and "  expected result[0, 0]: [12]\n  got      result[0, 0]: [18]\n" in result.message
+            ), result.message  # the first hand case's norms, h + k, cannot show it

@@ -231,6 +231,93 @@ def adam_ignores_beta_arguments(p, g, m, v, t, lr, beta1=0.9, beta2=0.98, eps=1e
     return p - lr * (m / (1 - b1 ** t)) / (np.sqrt(v / (1 - b2 ** t)) + e), m, v
 
 
+# ── 07.5 · gradient_error ─────────────────────────────────────────────────────────────────────
+
+
+def _central(f, x, eps=1e-6):  # on a copy of x each time, with a one-hot step
+    n = np.zeros(x.shape)
+    for i in np.ndindex(x.shape):
+        step = np.zeros(x.shape)
+        step[i] = eps
+        n[i] = (f(x + step) - f(x - step)) / (2 * eps)
+    return n
+
+
+def _norm(a):
+    return float(np.sqrt(np.sum(np.square(a))))
+
+
+def gradient_check_one_sided(f, x, g):
+    n = np.zeros(x.shape)
+    base = f(x)
+    for i in np.ndindex(x.shape):
+        step = np.zeros(x.shape)
+        step[i] = 1e-6
+        n[i] = (f(x + step) - base) / 1e-6  # "the definition of the derivative"
+    return _norm(g - n) / (_norm(g) + _norm(n))
+
+
+def gradient_check_not_restored(f, x, g):
+    n, flat = np.zeros(x.size), x.reshape(-1)  # a view: x changes too
+    for j in range(x.size):
+        flat[j] += 1e-6
+        plus = f(x)
+        flat[j] -= 2e-6  # and never put back
+        n[j] = (plus - f(x)) / 2e-6
+    n = n.reshape(x.shape)
+    return _norm(g - n) / (_norm(g) + _norm(n))
+
+
+def gradient_check_over_analytic_norm(f, x, g):
+    n = _central(f, x)
+    return np.linalg.norm(g - n) / np.linalg.norm(g)  # "relative to the gradient checked"
+
+
+def gradient_check_not_relative(f, x, g):
+    return _norm(g - _central(f, x))
+
+
+def gradient_check_step_too_large(f, x, g):
+    n = _central(f, x, eps=0.01)  # "a bigger step is more accurate"
+    return _norm(g - n) / (_norm(g) + _norm(n))
+
+
+def gradient_check_step_too_small(f, x, g):
+    n = _central(f, x, eps=1e-12)  # "the smaller the step, the closer to the limit"
+    return _norm(g - n) / (_norm(g) + _norm(n))
+
+
+def gradient_check_all_entries_at_once(f, x, g, eps=1e-6):
+    n = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        n[i] = (f(x + eps) - f(x - eps)) / (2 * eps)  # x + eps: every entry moves, not x[i]
+    return _norm(g - n) / (_norm(g) + _norm(n))
+
+
+def gradient_check_first_axis_only(f, x, g, eps=1e-6):
+    n = np.zeros_like(x)
+    for i in range(len(x)):  # fine for a vector
+        x_plus, x_minus = x.copy(), x.copy()
+        x_plus[i] += eps
+        x_minus[i] -= eps
+        n[i] = (f(x_plus) - f(x_minus)) / (2 * eps)
+    return _norm(g - n) / (_norm(g) + _norm(n))
+
+
+def gradient_check_no_factor_2(f, x, g):
+    n = np.zeros(x.shape)
+    for i in np.ndindex(x.shape):
+        step = np.zeros(x.shape)
+        step[i] = 1e-6
+        n[i] = (f(x + step) - f(x - step)) / 1e-6  # "divide by the step"
+    return _norm(g - n) / (_norm(g) + _norm(n))
+
+
+def gradient_check_max_denominator(f, x, g):
+    n = _central(f, x)
+    return _norm(g - n) / max(_norm(g), _norm(n))  # "relative to the larger of the two"
+
+
 WRONG = {
     "softmax-backward-no-correction-term": softmax_backward_no_correction_term,
     "softmax-backward-diagonal-only": softmax_backward_diagonal_only,
@@ -264,6 +351,16 @@ WRONG = {
     "adam-no-sqrt": adam_no_sqrt,
     "adam-old-state-returned": adam_old_state_returned,
     "adam-ignores-beta-arguments": adam_ignores_beta_arguments,
+    "gradient-check-one-sided": gradient_check_one_sided,
+    "gradient-check-not-restored": gradient_check_not_restored,
+    "gradient-check-over-analytic-norm": gradient_check_over_analytic_norm,
+    "gradient-check-not-relative": gradient_check_not_relative,
+    "gradient-check-step-too-large": gradient_check_step_too_large,
+    "gradient-check-step-too-small": gradient_check_step_too_small,
+    "gradient-check-all-entries-at-once": gradient_check_all_entries_at_once,
+    "gradient-check-first-axis-only": gradient_check_first_axis_only,
+    "gradient-check-no-factor-2": gradient_check_no_factor_2,
+    "gradient-check-max-denominator": gradient_check_max_denominator,
 }
 
 
@@ -341,3 +438,26 @@ def test_the_efficient_form_of_adam_differs_only_where_eps_matters():
         (args, kwargs), (args2, kwargs2) = case.arguments(), case.arguments()
         agree = same(ex.reference(*args, **kwargs), adam_efficient_form(*args2, **kwargs2))
         assert agree == ("tiny gradients" not in case.label), case.label
+
+
+def test_the_gradient_check_cases_say_what_they_give():
+    ex = checks.CATALOGUE["07.5"]
+    values = [ex.reference(*case.args) for case in ex.cases]
+    assert abs(values[0] - 1 / 3) < 1e-9 and "= 1/3" in ex.cases[0].label  # by hand
+    assert values[1] < 1e-8 and "right gradient" in ex.cases[1].label
+    assert values[2] > 0.1 and "wrong gradient" in ex.cases[2].label
+    assert values[3] == 1.0 and "g = 0" in ex.cases[3].label
+    # what the mistakes do to the right gradient: each lands near or past the bar 1e-6
+    right = ex.cases[1].args
+    assert 1e-8 < gradient_check_one_sided(*right) < 1e-6
+    assert 1e-8 < gradient_check_not_restored(*right) < 1e-6
+    assert gradient_check_step_too_large(*right) > 1e-6
+    assert gradient_check_step_too_small(*right) > 1e-6
+
+
+def test_a_learner_who_copies_x_for_every_entry_passes():
+    def gradient_error(f, x, g):
+        n = _central(f, x)
+        return np.linalg.norm(g - n) / (np.linalg.norm(g) + np.linalg.norm(n))
+
+    assert checks.check(gradient_error), checks.check(gradient_error).message

@@ -180,7 +180,7 @@ def test_the_hand_cases_and_notebook_08s_numbers():
     assert flops.reference(*flops.cases[0].args) == 320
     assert flops.reference(8, 1024, 512, 8) == 8 * 8 * 1024 * 512**2 + 4 * 8 * 1024**2 * 512
     assert memory.reference(*memory.cases[0].args) == 36
-    assert memory.reference(8, 8, 4096, np.float32) == 4_294_967_296  # 08's question 3: 4.3 GB
+    assert memory.reference(8, 8, 4096, np.float32) == 4_294_967_296  # 08's question 2: 4.3 GB
     args, kwargs = online.cases[0].arguments()
     assert np.allclose(online.reference(*args, **kwargs), [[3.0, 4.0]])
     for case in online.cases:  # every case: online attention equals plain attention
@@ -206,7 +206,7 @@ def test_the_diagnosis_of_bits_is_quoted_exactly():
         "  expected result: 36\n"
         "  got      result: 288\n"
         "  Your result equals this mistake's on all 4 cases [mem-bits-not-bytes]. "
-        "See 08 §4 · The n × n matrix: memory.")
+        "See 08 §2 · The n × n matrix: memory.")
 
 
 def test_exp_against_the_old_maximum_is_named_like_the_inverted_rescale():
@@ -218,7 +218,7 @@ def test_exp_against_the_old_maximum_is_named_like_the_inverted_rescale():
 
 def test_the_solutions_online_attention_keeps_float32():
     # the memory cell after 08.3 measures float32 inputs: the solution must not turn them into
-    # float64 (notebook 08 §5's trap), or its peak would double
+    # float64 (a trap of notebook 08's Going further), or its peak would double
     from tests.exercises import ROOT, load, parts, solution_code
 
     nb = load(ROOT / "notebooks" / "exercises" / "08_attention_cost.ipynb")

@@ -207,6 +207,22 @@ def gqa_split_without_transpose(x, W_q, W_k, W_v, W_o, n_heads, n_kv_heads):
     return _attend(x, W_q, W_k, W_v, W_o, n_heads, n_kv_heads, naive_split=True)
 
 
+def gqa_merge_without_transpose(x, W_q, W_k, W_v, W_o, n_heads, n_kv_heads):
+    B, T, d_model = x.shape
+    d_k = d_model // n_heads
+    group = n_heads // n_kv_heads
+    Q = x @ W_q
+    K, V = x @ W_k, x @ W_v
+    heads = np.zeros((B, n_heads, T, d_k))  # the split is right, one head at a time
+    for i in range(n_heads):
+        q = Q[..., i * d_k:(i + 1) * d_k]
+        k, v = (a[..., (i // group) * d_k:(i // group + 1) * d_k] for a in (K, V))
+        s = q @ np.swapaxes(k, -1, -2) / math.sqrt(d_k) + np.triu(np.full((T, T), -np.inf), 1)
+        w = np.exp(s - s.max(axis=-1, keepdims=True))
+        heads[:, i] = (w / w.sum(axis=-1, keepdims=True)) @ v
+    return heads.reshape(B, T, d_model) @ W_o  # "the shape W_o wants": right only for T = 1
+
+
 WRONG = {name.replace("_", "-"): fn for name, fn in list(globals().items())
          if name.startswith(("rms_", "swiglu_", "rope_", "gqa_")) and callable(fn)}
 
@@ -223,3 +239,15 @@ def test_a_right_gqa_written_with_loops_passes():
         return _attend(x, W_q, W_k, W_v, W_o, n_heads, n_kv_heads)
 
     assert checks.check(grouped_query_attention).status == "passed"
+
+
+def test_the_two_position_hand_case_is_what_its_label_says_and_shows_the_merge():
+    ex = checks.CATALOGUE["09.4"]
+    case = ex.cases[1]
+    assert "by hand" in case.label and case.args[0].shape[1] == 2  # T > 1
+    assert np.array_equal(ex.reference(*case.args), [[[2.0, 2.0], [3.0, 3.0]]])
+    result = checks.check(gqa_merge_without_transpose, "09.4")
+    assert result.mistakes == ("gqa-merge-without-transpose",), result.message
+    assert ("  case: two positions, B = 1, d_model = 2, h = 2, g = 1" in result.message
+            and "  expected result[0, 0]: [2 2]\n  got      result[0, 0]: [2 3]\n"
+            in result.message), result.message  # the first case, T = 1, cannot show it

@@ -122,6 +122,14 @@ def ntp_top_k_one_too_many(logits, temperature=1.0, top_k=None):
     return _softmax(z)
 
 
+def ntp_top_k_one_too_few(logits, temperature=1.0, top_k=None):
+    z = logits / temperature
+    if top_k:
+        kth = np.sort(z, axis=-1)[..., -top_k, None]
+        z = np.where(z <= kth, -np.inf, z)  # the k-th largest is cut too
+    return _softmax(z)
+
+
 def ntp_top_k_not_renormalised(logits, temperature=1.0, top_k=None):
     p = _softmax(logits / temperature)
     if top_k:
@@ -164,6 +172,13 @@ def bigram_denominator_without_vocabulary(train_ids, val_ids, vocab):
         losses = [-np.log(np.float64(pairs[(a, b)] + 1) / np.float64(firsts[a]))
                   for a, b in zip(val_ids[:-1].tolist(), val_ids[1:].tolist())]
     return float(np.mean(losses))
+
+
+def bigram_repeated_pairs_counted_once(train_ids, val_ids, vocab):
+    table = np.ones((vocab, vocab))
+    table[train_ids[:-1], train_ids[1:]] += 1  # a repeated pair is added once
+    p = table / table.sum(axis=1, keepdims=True)
+    return float(-np.mean(np.log(p[val_ids[:-1], val_ids[1:]])))
 
 
 def bigram_counts_the_validation_text(train_ids, val_ids, vocab):

@@ -106,19 +106,22 @@ def test_png_figures_only(nb_path):
 
 
 def test_nbval_markers_are_justified(nb_path):
+    """A volatile output is marked by nbval's cell tag, never by a comment in the code a learner
+    reads; a tagged cell shows a widget or says why in its metadata "volatile"."""
     for k, cell in enumerate(code_cells(load(nb_path)), 1):
         src = text(cell["source"])
-        lines = src.splitlines()
-        assert "NBVAL_SKIP" not in src, f"code cell {k}: no NBVAL_SKIP on content cells"
-        if "# NBVAL_IGNORE_OUTPUT" in lines:
+        assert "NBVAL" not in src.upper() and not re.search(r"^\s*# volatile:", src, re.MULTILINE), (
+            f"code cell {k}: nbval's markers go in the cell's tags and metadata, not in its code")
+        tags = set(cell.get("metadata", {}).get("tags", []))
+        assert not tags & {"nbval-skip", "skip-execution"}, f"code cell {k}: no skipped content cells"
+        if "nbval-ignore-output" in tags:
             only_widget = cell["outputs"] and all(
                 text(out.get("data", {}).get("text/plain", "")) == WIDGET_NOTE for out in cell["outputs"]
             )
-            reason = len(lines) > 1 and lines[1].startswith("# volatile:")
+            reason = str(cell["metadata"].get("volatile", "")).strip()
             assert only_widget or reason, (
-                f"code cell {k}: NBVAL_IGNORE_OUTPUT is only for widget displays or cells whose "
-                "second line says '# volatile: <why>'"
-            )
+                f"code cell {k}: the tag nbval-ignore-output is only for widget displays or cells "
+                "whose metadata 'volatile' says why their output changes")
 
 
 def test_no_trailing_semicolons_and_explicit_rng(nb_path):
@@ -174,21 +177,26 @@ HEADING = re.compile(r"^(#{1,6}) ", re.MULTILINE)
 DRIVES_A_CONTROL = re.compile(r"\.controls\[[^\]]+\]\.value\s*=")
 
 
-def learners_path(nb) -> list[tuple[int, dict, bool]]:
-    """(cell index, cell, under the hood?) for every cell; a section opened by an "Under the hood"
-    heading ends at the next heading of the same or a higher level."""
-    cells, hood_level = [], None
-    for i, cell in enumerate(nb["cells"]):
+def inside(nb, opening: re.Pattern) -> list[bool]:
+    """For every cell: does it lie in a section whose heading matches `opening`? Such a section
+    (its heading's cell included) ends at the next heading of the same or a higher level."""
+    flags, level = [], None
+    for cell in nb["cells"]:
         if cell["cell_type"] == "markdown":
             src = text(cell["source"])
             levels = [len(m.group(1)) for m in HEADING.finditer(src)]
-            hood = UNDER_THE_HOOD.search(src)
-            if hood_level is not None and levels and min(levels) <= hood_level:
-                hood_level = None
-            if hood:
-                hood_level = len(hood.group(1))
-        cells.append((i, cell, hood_level is not None))
-    return cells
+            opened = opening.search(src)
+            if level is not None and levels and min(levels) <= level:
+                level = None
+            if opened:
+                level = len(opened.group(1))
+        flags.append(level is not None)
+    return flags
+
+
+def learners_path(nb) -> list[tuple[int, dict, bool]]:
+    """(cell index, cell, under the hood?) for every cell."""
+    return [(i, cell, hood) for i, (cell, hood) in enumerate(zip(nb["cells"], inside(nb, UNDER_THE_HOOD)))]
 
 
 def test_learners_path_has_short_cells_and_no_widget_tests(nb_path):
@@ -203,6 +211,41 @@ def test_learners_path_has_short_cells_and_no_widget_tests(nb_path):
             "version in an 'Under the hood' section, folded (metadata jupyter.source_hidden)")
         assert not DRIVES_A_CONTROL.search(src), (
             f"cell {i} sets an explorer's control: widget checks belong in tests/test_widgets.py")
+
+
+# The path's prose speaks to a learner (issue 31): the words of the test machinery may appear only
+# under "Under the hood" or in the closing "Going further" part, which holds the studies.
+MACHINERY = re.compile(r"\b(recorded|volatile|nbval|the seed)\b", re.IGNORECASE)
+GOING_FURTHER = re.compile(r"^(#{1,6}) Going further\b", re.IGNORECASE | re.MULTILINE)
+LONGEST_PATH_MINUTES = 60
+
+
+def test_path_prose_has_no_test_machinery_words(nb_path):
+    nb = load(nb_path)
+    aside = [a or b for a, b in zip(inside(nb, UNDER_THE_HOOD), inside(nb, GOING_FURTHER))]
+    for i, (cell, off_path) in enumerate(zip(nb["cells"], aside)):
+        if cell["cell_type"] == "markdown" and not off_path:
+            found = MACHINERY.search(text(cell["source"]))
+            assert not found, (
+                f"cell {i} says {found.group(0)!r} on the learner's path: say it in a learner's words, "
+                "or move the passage under 'Under the hood' or 'Going further'")
+
+
+def test_core_path_takes_an_hour_at_most_then_going_further(series_path):
+    """Title's Time is the core path's (at most an hour); the studies follow the summary, under one
+    level-2 heading "Going further" that closes the notebook."""
+    cells = load(series_path)["cells"]
+    title = text(cells[0]["source"])
+    minutes = int(re.search(r"\*\*Time:?\*\*:? about (\d+) min", title).group(1))
+    assert minutes <= LONGEST_PATH_MINUTES, f"the core path takes {minutes} min"
+    heads = [(i, m.group(0)) for i, c in enumerate(cells) if c["cell_type"] == "markdown"
+             for m in re.finditer(r"^## .*$", text(c["source"]), re.MULTILINE)]
+    names = [h for _, h in heads]
+    assert "## Going further" in names, "no '## Going further' part after the summary"
+    assert names[-1] == "## Going further", f"'## Going further' must be the last level-2 heading: {names[-3:]}"
+    summary = max(i for i, h in heads if h == "## Summary")
+    further = max(i for i, h in heads if h == "## Going further")
+    assert summary < further, "the studies come after the summary"
 
 
 # The checks above must be able to fail: feed them a deliberately dirty notebook.
@@ -251,6 +294,43 @@ def test_long_cells_pass_only_folded_under_the_hood(tmp_path):
                 [md("## 1"), code("explorer.controls['d_k'].value = 4")]):  # drives a widget
         with pytest.raises(AssertionError):
             test_learners_path_has_short_cells_and_no_widget_tests(notebook(*bad))
+
+
+def test_markers_pass_only_as_tags_with_a_reason(tmp_path):
+    def notebook(source, metadata):
+        path = tmp_path / "01_markers.ipynb"
+        cell = {"cell_type": "code", "execution_count": 1, "metadata": metadata, "source": source,
+                "outputs": [{"output_type": "stream", "name": "stdout", "text": "3.2 s\n"}]}
+        path.write_text(json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4,
+                                    "nbformat_minor": 5}), encoding="utf-8")
+        return path
+
+    tag = {"tags": ["nbval-ignore-output"]}
+    test_nbval_markers_are_justified(notebook("t = timed()", {**tag, "volatile": "a timing"}))
+    for source, metadata in (("# NBVAL_IGNORE_OUTPUT\n# volatile: a timing\nt = timed()", {}),
+                             ("# volatile: a timing\nt = timed()", tag),
+                             ("t = timed()", tag),                          # no reason given
+                             ("t = timed()", {"tags": ["nbval-skip"]})):
+        with pytest.raises(AssertionError):
+            test_nbval_markers_are_justified(notebook(source, metadata))
+
+
+def test_machinery_words_pass_only_under_the_hood_or_going_further(tmp_path):
+    def notebook(*sources):
+        path = tmp_path / "01_words.ipynb"
+        cells = [{"cell_type": "markdown", "metadata": {}, "source": s} for s in sources]
+        path.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4,
+                                    "nbformat_minor": 5}), encoding="utf-8")
+        return path
+
+    test_path_prose_has_no_test_machinery_words(notebook(
+        "## 1 · Idea", "### Under the hood: nbval", "five recorded runs", "## Summary",
+        "## Going further", "### A study", "the seed changes the curve"))
+    for bad in (["## 1 · Idea", "the recorded runs"],
+                ["### Under the hood", "## 2 · Next", "marked volatile"],   # the hood section ended
+                ["## Going further later", "## Summary", "THE SEED"]):
+        with pytest.raises(AssertionError):
+            test_path_prose_has_no_test_machinery_words(notebook(*bad))
 
 
 def test_readme_minutes_match_each_notebooks_time():

@@ -553,6 +553,33 @@ def test_the_sixteen_committed_models_are_the_grid_and_score_what_was_recorded()
         assert accuracy == record["grid"][name]["final"], name
 
 
+def test_the_norm_study_sets_placement_and_type_apart():
+    """record["norms"] (train_modern.py's table 5): for 2017's and today's other pieces, the four
+    combinations of placement and type; the two the grid has point to its models, the two new
+    runs have the placement's rate, matched size and the norm fields they name."""
+    from helpers.data import MODERN_MANIFEST, MODERN_RUNS, load_runs
+
+    record = load_runs(MODERN_RUNS, MODERN_MANIFEST)
+    best, grid = record["best_rate"], record["grid"]
+    others = {"others 2017": {}, "others today": {p: "today" for p in PIECES if p != "norm"}}
+    assert set(record["norms"]) == set(others)
+    for name, choice in others.items():
+        study = record["norms"][name]
+        assert set(study) == {"post/layernorm", "pre/layernorm", "post/rmsnorm", "pre/rmsnorm"}
+        assert study["post/layernorm"] == {"grid": grid_name(**choice)}
+        assert study["pre/rmsnorm"] == {"grid": grid_name(**choice, norm="today")}
+        assert {study[c]["grid"] for c in ("post/layernorm", "pre/rmsnorm")} <= set(grid)
+        for corner, fields in (("pre/layernorm", {"norm": "layer", "norm_first": True}),
+                               ("post/rmsnorm", {"norm": "rms", "norm_first": False})):
+            run = study[corner]
+            config = reversal_lm_config(**{**pieces_of(**choice), **fields})
+            assert run["rate"] == best["today" if fields["norm_first"] else "2017"]
+            assert (run["d_ff"], run["parameters"]) == (config.d_ff, parameter_count(config))
+            assert abs(run["parameters"] / 26_253 - 1) < 0.01
+            assert len(run["accuracy"]) == 30 and run["final"] == run["accuracy"][-1]
+            assert run["first"] is None or run["accuracy"][run["first"] // 50 - 1] >= 0.99
+
+
 def test_the_modern_loader_refuses_a_changed_file(tmp_path):
     import shutil
 

@@ -10,7 +10,7 @@ import pytest
 
 from helpers import reversal, training
 from helpers import widgets as tw
-from helpers.data import REVERSE_MANIFEST, REVERSE_MODEL, load_reverse_model, sha256
+from helpers.data import REVERSE_MANIFEST, REVERSE_MODEL, load_reverse_model, load_runs, sha256
 from helpers.decoding import greedy_decode
 from helpers.module import Module, add_to_class
 from helpers.reversal import (
@@ -392,6 +392,17 @@ def test_committed_model_reverses_every_held_out_sequence():
     assert info["training"]["test_exact_match"] == 1.0
     assert TransformerConfig(**info["config"]) == REVERSE_CONFIG
     assert info["sha256"] == sha256(REVERSE_MODEL)
+
+
+def test_stored_warmup_runs_start_as_train_reverse_computes():
+    # notebook 07's warm-up study reads these runs; its live check replays Post-LN, this Pre-LN
+    record = load_runs()
+    names = {"Post-LN, warm-up", "Post-LN, no warm-up", "Pre-LN, warm-up", "Pre-LN, no warm-up"}
+    assert [row["seed"] for row in record["warmup"]] == [0, 1, 2, 3, 4]
+    assert all(set(row["runs"]) == names for row in record["warmup"])
+    _, history, _ = train_reverse(1, norm_first=True, ramp=False, budget=10, eval_every=None)
+    stored = record["warmup"][1]["runs"]["Pre-LN, no warm-up"]["loss"][:10]
+    np.testing.assert_allclose(history["loss"], stored, rtol=1e-3)  # stored to 5 digits
 
 
 def test_loader_refuses_a_corrupted_file(tmp_path):

@@ -394,6 +394,28 @@ def test_head_explorer_heads_differ_in_the_trained_encoder(reversal):
     assert diagonal[1] > diagonal[0] + 0.1, diagonal
 
 
+def test_head_explorer_measures_the_causal_anti_diagonal_over_allowed_cells_only(reversal):
+    """Decoder self-attention is causal: the anti-diagonal cells above the diagonal are blocked
+    (weight 0), so the share is the mean over the cells the mask allows, and the status says so."""
+    ex = tw.head_explorer("3 1 4 1 5 9", models=reversal)  # L = 6: cells (3, 2), (4, 1), (5, 0)
+    ex.controls["kind"].value = "decoder self"
+    w, L = ex.result["weights"], 6
+    i = np.arange(L)
+    blocked = i < L - 1 - i
+    assert np.all(w[:, i[blocked], L - 1 - i[blocked]] == 0)  # the mask blocks these 3
+    np.testing.assert_allclose(ex.result["anti_diagonal"],
+                               w[:, i[~blocked], L - 1 - i[~blocked]].mean(-1))
+    assert ex.result["anti_cells"] == (3, 6)
+    assert "the 3 of 6 cells the causal mask allows" in ex.status.value
+    tw.assert_fast_path_matches_redraw(ex, "weights", analysis.RANDOM)  # titles say it too
+    assert "the 3 of 6 cells the causal mask allows" in ex.status.value
+    ex.controls["kind"].value = "cross"  # nothing is blocked: every cell, the plain label
+    cross = ex.result["weights"]
+    np.testing.assert_allclose(ex.result["anti_diagonal"], cross[:, i, L - 1 - i].mean(-1))
+    assert ex.result["anti_cells"] == (6, 6) and "causal mask" not in ex.status.value
+    assert ex.last_error is None
+
+
 @pytest.mark.parametrize("control, values", [
     ("weights", [analysis.RANDOM, analysis.TRAINED]),
     ("layer", [0, 1]),
@@ -469,6 +491,7 @@ def test_mask_explorer_trained_model_reverses_and_the_padding_mask_keeps_pad_out
     assert ex.controls["weights"].value == analysis.TRAINED and "TRAINED" in _mask_figure_text(ex)
     r = ex.result
     assert r["predicted"] == r["expected"] == "5 1 4 1 3"
+    assert "argmax at each position, correct digits fed in (teacher forcing)" in ex.status.value
     assert r["leak"] == {"encoder self": 0.0, "cross": 0.0} and r["blocked_weight"] == 0
     cross = r["shown"]["cross"][:5, :5]  # layer 1: query t reads source 4 - t
     assert np.all(cross.argmax(-1) == np.arange(5)[::-1])
@@ -504,7 +527,7 @@ def test_mask_explorer_names_special_tokens_in_the_answer():
     words = ex.result["predicted"].split()
     assert words[0] == "<eos>" and len(words) == 5, ex.result["predicted"]
     assert all(w in ("<eos>", "<bos>", "<pad>") or (len(w) == 1 and w.isdigit()) for w in words)
-    assert "answer: <b>&lt;eos&gt; " in ex.status.value  # not "-1", as FIRST_DIGIT - 1 gave
+    assert "(teacher forcing): <b>&lt;eos&gt; " in ex.status.value  # not "-1" (FIRST_DIGIT - 1)
     assert [analysis.token_word(t) for t in (0, 1, 2, 3, 12)] == [
         "<pad>", "<bos>", "<eos>", "0", "9"]
 

@@ -46,13 +46,13 @@ itself, or forge its messages to the grader. Grade files you do not trust in a c
 
 The catalogue, one module per notebook (each exercise lists its mistakes):
 
-* ``attention`` 01: softmax, scaled dot-product attention with a mask
+* ``attention`` 01: softmax, scaled dot-product attention with a mask, the variance of the scores
 * ``heads``     02: multi-head attention: split_heads, merge_heads, the layer
-* ``positions`` 03: the sinusoidal table, and embeddings plus positions
-* ``masks``     04: the causal and the padding mask
+* ``positions`` 03: the sinusoidal table, embeddings plus positions, the rotation M_k
+* ``masks``     04: the causal and the padding mask, a softmax with fully blocked rows
 * ``blocks``    05: LayerNorm and the Post-LN block
 * ``decoder``   06: the decoder block with cross-attention, greedy decoding
-* ``training``  07: softmax and LayerNorm backward, the warm-up schedule, Adam
+* ``training``  07: softmax and LayerNorm backward, the warm-up schedule, Adam, a gradient check
 * ``cost``      08: attention without the n x n matrix, and what it costs
 * ``modern``    09: RMSNorm, SwiGLU, RoPE, grouped-query attention
 * ``lm``        10: the next-token loss, the sampling step, the bigram baseline
@@ -92,6 +92,8 @@ from helpers.checks.core import (
     Exercise,
     Mistake,
     Result,
+    names_read,
+    names_read_in_source,
     run,
     same,
     verdict,
@@ -191,12 +193,14 @@ _NOT_FAILING = ("passed", "not implemented", "not credited", "missing")
 
 def _with_earlier(result: Result, ex: Exercise, fn) -> Result:
     """A wrong result, with a note naming the learner's earlier functions of the same notebook
-    that do not pass yet: `fn` may call them, and two mistakes at once match no catalogued one."""
+    that `fn` can call (it reads their names) and that do not pass yet: two mistakes at once
+    match no catalogued one."""
     if result.status in _NOT_FAILING:
         return result
-    where = getattr(fn, "__globals__", {})
+    where, read = getattr(fn, "__globals__", {}), names_read(fn)
     return _noted(result, [other for other in CATALOGUE.values()
                            if other.key[:2] == ex.key[:2] and other.key < ex.key
+                           and (read is None or other.name in read)
                            and callable(where.get(other.name))
                            and run(other, where[other.name]).status not in _NOT_FAILING])
 
@@ -205,8 +209,8 @@ def _noted(result: Result, failing: list[Exercise]) -> Result:
     if result.status in _NOT_FAILING or not failing:
         return result
     names = [f"{other.name} ({other.key})" for other in failing]
-    note = (f"\n  Note: your {' and '.join(names)} {'does' if len(names) == 1 else 'do'} not "
-            "pass yet; if this function uses it, fix that first.")
+    note = (f"\n  Note: this function calls your {' and '.join(names)}, which "
+            f"{'does' if len(names) == 1 else 'do'} not pass yet: fix that first.")
     return dataclasses.replace(result, message=result.message + note)
 
 
@@ -376,8 +380,10 @@ class _Grading:
                                 f"{got.said} instead of writing it.")
             else:
                 result = verdict(ex, got)
+            read = names_read_in_source(self.cells, ex.name)  # what it can call
             failing = [CATALOGUE[r.key] for r in results
-                       if r.key[:2] == key[:2] and r.status not in _NOT_FAILING]
+                       if r.key[:2] == key[:2] and r.status not in _NOT_FAILING
+                       and (read is None or r.name in read)]
             results.append(_noted(result, failing))
         output = self.output.text() if self.output.total else ""
         return Graded(self.path, results, self.notes, output)

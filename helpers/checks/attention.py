@@ -1,4 +1,5 @@
-"""Exercises of notebook 01: softmax, and scaled dot-product attention with a mask."""
+"""Exercises of notebook 01: softmax, scaled dot-product attention with a mask, and the variance
+of the scores before and after the division by √d_k."""
 
 import numpy as np
 
@@ -20,6 +21,11 @@ def _shifted(x, axis):  # right, except for a row that is all -inf (NaN there)
     return e / e.sum(axis=axis, keepdims=True)
 
 
+def _global_max(x, axis=-1):  # one shift for the whole array, not one per row
+    e = np.exp(x - x.max())
+    return e / e.sum(axis=axis, keepdims=True)
+
+
 SOFTMAX = Exercise(
     key="01.1", name="softmax", reference=softmax,
     see="01 §3 · Softmax, without overflow",
@@ -34,6 +40,8 @@ SOFTMAX = Exercise(
              (np.array([[1000.0, 1001.0, 1002.0]]),)),
         Case("a row that is all -inf (every key blocked): zeros, not NaN",
              (np.array([[-np.inf, -np.inf, -np.inf], [0.0, -np.inf, 1.0]]),)),
+        Case("rows far apart, [[1000, 1001], [-1000, -999]] (by hand: both rows are "
+             "[0.2689, 0.7311])", (np.array([[1000.0, 1001.0], [-1000.0, -999.0]]),)),
     ),
     mistakes=(
         Mistake("softmax-no-max-shift",
@@ -60,6 +68,10 @@ SOFTMAX = Exercise(
                 "is all -inf gets uniform weights (1/n each); it must give zeros",
                 "04 §4 · A query with nothing to see: `-inf` or `-1e9`?",
                 lambda x, axis=-1: softmax(np.where(np.isneginf(x), -1e9, x), axis=axis)),
+        Mistake("softmax-global-max",
+                "one maximum of the whole array (np.max(x)) is subtracted, not each row's: a row "
+                "far below that maximum underflows to exp(...) = 0 and gets 0/0",
+                "01 §3 · Softmax, without overflow", _global_max),
     ),
 )
 
@@ -121,8 +133,8 @@ SDPA = Exercise(
         _sdpa_case("2 queries, 3 keys, d_k = 16, d_v = 3, no mask", 2, 3, 16, 3),
         _sdpa_case("3 queries, 4 keys, d_k = 8, d_v = 5, a mask (True = blocked) whose last row "
                    "blocks every key", 3, 4, 8, 5, mask=_BLOCKED),
-        _sdpa_case("a batch of 2, 3 queries, 4 keys, d_k = 4, d_v = 6, the mask above "
-                   "broadcast over the batch", 3, 4, 4, 6, mask=_BLOCKED, lead=(2,)),
+        _sdpa_case("a batch of 2, 3 queries, 4 keys, d_k = 9, d_v = 6, the mask above "
+                   "broadcast over the batch", 3, 4, 9, 6, mask=_BLOCKED, lead=(2,)),
     ),
     mistakes=(
         Mistake("attention-no-scaling",
@@ -133,6 +145,12 @@ SDPA = Exercise(
                 "the scores are divided by d_k, not by √d_k",
                 "01 §4 · Why divide by √d_k",
                 lambda Q, K, V, mask=None: _attend(_masked(_scores(Q, K, Q.shape[-1]), mask), V)),
+        Mistake("attention-scaled-by-sqrt-num-keys",
+                "the scores are divided by √T_k (K.shape[-2], the number of keys), not by √d_k "
+                "(K.shape[-1], the width of a key)",
+                "01 §4 · Why divide by √d_k",
+                lambda Q, K, V, mask=None: _attend(
+                    _masked(_scores(Q, K, np.sqrt(K.shape[-2])), mask), V)),
         Mistake("attention-times-sqrt-d_k",
                 "the scores are multiplied by √d_k instead of divided",
                 "01 §4 · Why divide by √d_k",
@@ -156,7 +174,7 @@ SDPA = Exercise(
                 "04 §3 · Mask before the softmax, not after", _mask_after_softmax),
         Mistake("mask-inverted",
                 "the mask is read as True = keep; in this series True = blocked",
-                "04 §7 · Other encodings, and converters",
+                "04 §7 · Other encodings",
                 lambda Q, K, V, mask=None: scaled_dot_product_attention(
                     Q, K, V, None if mask is None else ~mask)),
         Mistake("mask-multiplies-scores",
@@ -184,4 +202,89 @@ SDPA = Exercise(
     ),
 )
 
-EXERCISES = (SOFTMAX, SDPA)
+# ── 01.3 · the variance of q·k, and the division by √d_k ────────────────────────────────────
+
+_SCALE = "01 §4 · Why divide by √d_k"
+
+
+def _dots(X_q, X_k, W_q, W_k):  # (n,): q_i · k_i, query i against key i
+    return ((X_q @ W_q) * (X_k @ W_k)).sum(axis=-1)
+
+
+def _score_variance(X_q, X_k, W_q, W_k):
+    dots = _dots(X_q, X_k, W_q, W_k)
+    return dots.var(), (dots / np.sqrt(W_q.shape[-1])).var()
+
+
+def _variance_scaled_by(scale):  # scale(d_model, d_k) -> what the scores are divided by
+    def model(X_q, X_k, W_q, W_k):
+        dots = _dots(X_q, X_k, W_q, W_k)
+        return dots.var(), (dots / scale(X_q.shape[-1], W_q.shape[-1])).var()
+    return model
+
+
+def _all_pairs(X_q, X_k, W_q, W_k):  # (n, n): q_i · k_j, every query against every key
+    dots = (X_q @ W_q) @ (X_k @ W_k).T
+    return dots.var(), (dots / np.sqrt(W_q.shape[-1])).var()
+
+
+def _ddof_1(X_q, X_k, W_q, W_k):
+    dots = _dots(X_q, X_k, W_q, W_k)
+    return dots.var(ddof=1), (dots / np.sqrt(W_q.shape[-1])).var(ddof=1)
+
+
+def _score_std(X_q, X_k, W_q, W_k):
+    dots = _dots(X_q, X_k, W_q, W_k)
+    return dots.std(), (dots / np.sqrt(W_q.shape[-1])).std()
+
+
+def _variance_case(n, d_model, d_k, heads):
+    """n random tokens for the queries and n for the keys (unit variance), and random projections
+    with orthonormal columns, so that q and k have independent unit-variance components."""
+    X_q, X_k = _rng.normal(size=(n, d_model)), _rng.normal(size=(n, d_model))
+    W_q, W_k = (np.linalg.qr(_rng.normal(size=(d_model, d_k)))[0] for _ in range(2))
+    raw, scaled = _score_variance(X_q, X_k, W_q, W_k)
+    return Case(f"{n} random query and key tokens, d_model = {d_model}, d_k = {d_k} ({heads}): "
+                f"about ({raw:.1f}, {scaled:.2f}), that is (d_k, 1)", (X_q, X_k, W_q, W_k))
+
+
+# by hand: q = [1, 1], [2, 1] and k = [1, 0], [1, 2] (W picks the first two features), so the
+# dot products are 1 and 4: variance 2.25, and 2.25 / 2 = 1.125 after dividing by √2
+_XQ = np.array([[1.0, 1.0, 7.0], [2.0, 1.0, 0.0]])
+_XK = np.array([[1.0, 0.0, 5.0], [1.0, 2.0, 3.0]])
+_W_FIRST_TWO = np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]])
+
+SCORE_VARIANCE = Exercise(
+    key="01.3", name="score_variance", reference=_score_variance, see=_SCALE,
+    outputs=("raw", "scaled"),
+    cases=(
+        Case("by hand: d_model = 3, d_k = 2, W_q = W_k keep the first two features, so the dot "
+             "products are 1 and 4: (2.25, 1.125)", (_XQ, _XK, _W_FIRST_TWO, _W_FIRST_TWO)),
+        _variance_case(2000, 64, 16, "4 heads"),
+        _variance_case(2000, 512, 64, "8 heads, the paper's sizes"),
+        _variance_case(4000, 32, 4, "8 heads"),
+    ),
+    mistakes=(
+        Mistake("score-variance-all-pairs",
+                "the variance is over every pair q_i·k_j (Q @ K.T, n² scores), not over the n "
+                "scores q_i·k_i of query i with key i", _SCALE, _all_pairs),
+        Mistake("score-variance-ddof-1",
+                "the variance divides by n - 1 (ddof=1, the sample variance), not by n",
+                _SCALE, _ddof_1),
+        Mistake("score-variance-no-scaling",
+                "the scores are not divided by √d_k: the second variance is the first one again",
+                _SCALE, _variance_scaled_by(lambda d_model, d_k: 1.0)),
+        Mistake("score-variance-scaled-by-d_k",
+                "the scores are divided by d_k, not by √d_k: their variance becomes 1 / d_k, "
+                "not 1", _SCALE, _variance_scaled_by(lambda d_model, d_k: d_k)),
+        Mistake("score-variance-scaled-by-sqrt-d_model",
+                "the scores are divided by √d_model (the width of the tokens), not by √d_k (the "
+                "width of q and k, W_q's number of columns)",
+                _SCALE, _variance_scaled_by(lambda d_model, d_k: np.sqrt(d_model))),
+        Mistake("score-variance-is-std",
+                "these are standard deviations (np.std), not variances: the standard deviation "
+                "of q·k is √d_k, its variance d_k", _SCALE, _score_std),
+    ),
+)
+
+EXERCISES = (SOFTMAX, SDPA, SCORE_VARIANCE)

@@ -3,7 +3,7 @@
 import numpy as np
 
 from helpers.checks.core import Case, Exercise, Mistake
-from helpers.transformer import EncoderBlock, LayerNorm, causal_mask, padding_mask
+from helpers.transformer import EncoderBlock, LayerNorm, causal_mask, padding_mask, softmax
 
 _rng = np.random.default_rng(105)  # the cases are the same on every run and every machine
 
@@ -154,6 +154,36 @@ def _toy_attn(h, mask=None):  # the toy case: "attention" that returns its input
 _TOY = (_toy_attn, lambda h: np.maximum(h, 0), LayerNorm(4).forward, LayerNorm(4).forward)
 
 
+def _averaging_attn(h, mask=None):
+    """A toy self-attention to follow by hand: each position averages the positions it may see."""
+    scores = np.zeros(h.shape[:-1] + h.shape[-2:-1])  # (..., T, T), all equal
+    if mask is not None:
+        scores = np.where(mask, -np.inf, scores)
+    return softmax(scores) @ h
+
+
+# Two toy norms that are not linear, |h| + 1 and 2|h|: |a + b| is not |a| + |b|, so a residual
+# added on the wrong side of a norm changes the result (with h + k it would not); and they
+# differ, so that swapping them shows too.
+def _abs_plus_1(h):
+    return np.abs(h) + 1
+
+
+def _twice_abs(h):
+    return 2 * np.abs(h)
+
+
+_NONLINEAR = (_averaging_attn, lambda h: -2 * h, _abs_plus_1, _twice_abs)
+
+
+def _wired(wrap):
+    """The block with each sub-layer wrapped by wrap(h, sublayer, norm) -> the new h."""
+    def block(x, self_attn, feed_forward, norm1, norm2, mask=None):
+        y = wrap(x, lambda h: self_attn(h, mask), norm1)
+        return wrap(y, feed_forward, norm2)
+    return block
+
+
 def _pre_ln(x, self_attn, feed_forward, norm1, norm2, mask=None):
     h = x + self_attn(norm1(x), mask)
     return h + feed_forward(norm2(h))
@@ -196,6 +226,11 @@ POST_LN_BLOCK = Exercise(
         Case("toy sub-layers: attention returns its input, the FFN is ReLU, norms with γ = 1, "
              "β = 0; x = [[[-1, 1, -1, 1], [1, 1, -1, -1]]] (by hand: the output ≈ x)",
              (np.array([[[-1.0, 1.0, -1.0, 1.0], [1.0, 1.0, -1.0, -1.0]]]), *_TOY)),
+        Case("by hand, with toy norms that are not linear: attention averages the positions "
+             "the mask lets it see, feed_forward(h) = -2h, norm1(h) = |h| + 1, norm2(h) = "
+             "2|h|; x = [1, -3] (one feature), the causal mask (by hand: the output is "
+             "[6, 10])",
+             (np.array([[[1.0], [-3.0]]]), *_NONLINEAR), {"mask": causal_mask(2)}),
         _block_case("one sentence of 5 tokens, d_model = 8, no mask", (1, 5, D_MODEL)),
         _block_case("a batch of 2, 4 tokens, the causal mask (4, 4)", (2, 4, D_MODEL),
                     causal_mask(4)),
@@ -247,6 +282,17 @@ POST_LN_BLOCK = Exercise(
                 "the FFN read: LN(y + FFN(y))",
                 "05 §3 · Residual connections and the paper's block, one step per cell",
                 _residual_from_input),
+        Mistake("block-add-after-norm",
+                "the norm is applied to the input alone and the sub-layer's output added after "
+                "it, LN(x) + Sublayer(x); Post-LN normalises the sum: LN(x + Sublayer(x))",
+                "05 §3 · Residual connections and the paper's block, one step per cell",
+                _wired(lambda h, sublayer, norm: norm(h) + sublayer(h))),
+        Mistake("block-norm-overwrites-input",
+                "x is replaced by LN(x) before the sub-layer, so the residual adds the normalised "
+                "input, LN(x) + Sublayer(LN(x)); the paper's block adds the input itself and "
+                "normalises the sum: LN(x + Sublayer(x))",
+                "05 §5 · A stack of blocks, and Post-LN against Pre-LN",
+                _wired(lambda h, sublayer, norm: norm(h) + sublayer(norm(h)))),
     ),
 )
 

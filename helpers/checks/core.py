@@ -13,8 +13,11 @@ with every mistake's model on the same cases. The diagnosis is honest about what
   with what was expected, what came back, and the notebook section that explains it;
 * "ambiguous": it equals several mistakes' on every case; they are all named, and the message
   says that these cases cannot tell them apart;
-* "wrong": it differs from the reference and from every catalogued mistake (the first difference
-  is shown), or it returned something of the wrong kind (None, another shape);
+* "wrong": it differs from the reference and from every catalogued mistake, or it returned
+  something of the wrong kind (None, another shape): the message says which cases pass and which
+  fail (naming, where one does, what tells them apart: "The cases where x has 2 axes pass; those
+  where it has 3 axes fail"), and shows, on the first failing case, every returned value that
+  differs next to the expected one (an attention's weights too);
 * "error": it raised (the exception and the learner's line are quoted);
 * "not credited": it is, or calls, the library's implementation of the exercise (`answer`'s
   `library`; `check` and grading ask for it);
@@ -27,6 +30,7 @@ A learner's output at rounding level from the reference (another order of the sa
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import copy
 import dataclasses
@@ -42,8 +46,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Answer", "Case", "Exercise", "Mistake", "Result", "answer", "run", "same", "time_limit",
-           "verdict"]
+__all__ = ["Answer", "Case", "Exercise", "Mistake", "Result", "answer", "names_read",
+           "names_read_in_source", "run", "same", "time_limit", "verdict"]
 
 RTOL, ATOL = 1e-6, 1e-9  # float64 references: far above rounding, far below any real mistake
 
@@ -228,46 +232,57 @@ def _describe(x):
 
 def _first_difference(expected, got, names, rtol, atol):
     """(part name, where, expected text, got text) for the first part of the output that differs."""
+    return _differences(expected, got, names, rtol, atol)[0]
+
+
+def _differences(expected, got, names, rtol, atol):
+    """(part name, where, expected text, got text) for every part of the output that differs
+    (at least one entry: the whole result when no part differs on its own)."""
     if len(names) > 1 and isinstance(expected, tuple) and not (
             isinstance(got, (tuple, list)) and len(got) == len(names)):
-        return ("result", "", f"a tuple of {len(names)} ({', '.join(names)})", _describe(got))
-    for (name, e), (_, g) in zip(_parts(expected, names), _parts(got, names)):
-        if same(e, g, rtol, atol):
-            continue
-        if isinstance(e, dict) and isinstance(g, dict):  # the entries that differ, a few
-            def only(a, b):
-                return dict(list({k: v for k, v in a.items()
-                                  if k not in b or not same(v, b[k], rtol, atol)}.items())[:3])
-            e_only, g_only = only(e, g), only(g, e)
-            return (name, " (the entries that differ)", _show(e_only) if e_only else "{}",
-                    _show(g_only) if g_only else "{}")
-        if isinstance(e, list) and all(isinstance(v, tuple) for v in e) and _plain(e) \
-                and _plain(g):  # records, such as 11.2's finished [(origin, log P, score)]
-            return name, "", _show(e), _show(g)
-        try:
-            e_arr, g_arr = np.asarray(e), np.asarray(g)
-        except Exception:  # g is ragged or not array-like
-            return name, "", _show(e), _show(g)
-        if g is None or g_arr.dtype.kind not in "biuf" or e_arr.dtype.kind not in "biuf":
-            return name, "", _show(e), _show(g)
-        if e_arr.shape != g_arr.shape:
-            if e_arr.ndim <= 1 and g_arr.ndim <= 1 and max(e_arr.size, g_arr.size) <= 24:
-                return (name, "", f"{_show(e_arr)} (shape {e_arr.shape})",
-                        f"{_show(g_arr)} (shape {g_arr.shape})")
-            return name, "", f"shape {e_arr.shape}", f"shape {g_arr.shape}"
-        if e_arr.dtype != g_arr.dtype and "b" in (e_arr.dtype.kind, g_arr.dtype.kind):
-            if np.array_equal(e_arr.astype(float), g_arr.astype(float)):
-                return name, "", f"dtype {e_arr.dtype}", f"dtype {g_arr.dtype} (the same values)"
-        if e_arr.ndim >= 2:
-            with np.errstate(all="ignore"):
-                bad = ~np.isclose(e_arr.astype(float), g_arr.astype(float), rtol=rtol, atol=atol,
-                                  equal_nan=True)
-            idx = tuple(int(i) for i in np.argwhere(bad)[0][:-1])  # the first row that differs
-            where = f"[{', '.join(map(str, idx))}]"
-            dtype = f" (dtype {g_arr.dtype})" if e_arr.dtype != g_arr.dtype else ""
-            return name, where, _show(e_arr[idx]), _show(g_arr[idx]) + dtype
+        return [("result", "", f"a tuple of {len(names)} ({', '.join(names)})", _describe(got))]
+    found = [d for (name, e), (_, g) in zip(_parts(expected, names), _parts(got, names))
+             if (d := _part_difference(name, e, g, rtol, atol)) is not None]
+    return found or [(names[0] if names else "result", "", _show(expected), _show(got))]
+
+
+def _part_difference(name, e, g, rtol, atol):
+    """(name, where, expected text, got text) for one part, or None when it is the same."""
+    if same(e, g, rtol, atol):
+        return None
+    if isinstance(e, dict) and isinstance(g, dict):  # the entries that differ, a few
+        def only(a, b):
+            return dict(list({k: v for k, v in a.items()
+                              if k not in b or not same(v, b[k], rtol, atol)}.items())[:3])
+        e_only, g_only = only(e, g), only(g, e)
+        return (name, " (the entries that differ)", _show(e_only) if e_only else "{}",
+                _show(g_only) if g_only else "{}")
+    if isinstance(e, list) and all(isinstance(v, tuple) for v in e) and _plain(e) \
+            and _plain(g):  # records, such as 11.2's finished [(origin, log P, score)]
         return name, "", _show(e), _show(g)
-    return names[0] if names else "result", "", _show(expected), _show(got)
+    try:
+        e_arr, g_arr = np.asarray(e), np.asarray(g)
+    except Exception:  # g is ragged or not array-like
+        return name, "", _show(e), _show(g)
+    if g is None or g_arr.dtype.kind not in "biuf" or e_arr.dtype.kind not in "biuf":
+        return name, "", _show(e), _show(g)
+    if e_arr.shape != g_arr.shape:
+        if e_arr.ndim <= 1 and g_arr.ndim <= 1 and max(e_arr.size, g_arr.size) <= 24:
+            return (name, "", f"{_show(e_arr)} (shape {e_arr.shape})",
+                    f"{_show(g_arr)} (shape {g_arr.shape})")
+        return name, "", f"shape {e_arr.shape}", f"shape {g_arr.shape}"
+    if e_arr.dtype != g_arr.dtype and "b" in (e_arr.dtype.kind, g_arr.dtype.kind):
+        if np.array_equal(e_arr.astype(float), g_arr.astype(float)):
+            return name, "", f"dtype {e_arr.dtype}", f"dtype {g_arr.dtype} (the same values)"
+    if e_arr.ndim >= 2:
+        with np.errstate(all="ignore"):
+            bad = ~np.isclose(e_arr.astype(float), g_arr.astype(float), rtol=rtol, atol=atol,
+                              equal_nan=True)
+        idx = tuple(int(i) for i in np.argwhere(bad)[0][:-1])  # the first row that differs
+        where = f"[{', '.join(map(str, idx))}]"
+        dtype = f" (dtype {g_arr.dtype})" if e_arr.dtype != g_arr.dtype else ""
+        return name, where, _show(e_arr[idx]), _show(g_arr[idx]) + dtype
+    return name, "", _show(e), _show(g)
 
 
 def _largest_difference(expected, got, names):
@@ -337,6 +352,98 @@ def _matches(mistake, ex, got):
         except Exception:  # a model that cannot run a case does not match it
             return False
     return True
+
+
+_ABSENT = object()  # a parameter a case leaves at its default
+
+
+def _named_arguments(ex, case):
+    """{parameter: value} of one case's call, named as the reference names its parameters
+    ("argument k" where it cannot tell); _ABSENT for a parameter left at its default."""
+    args, kwargs = case.arguments()
+    try:
+        params = [p for p in inspect.signature(ex.reference).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    named = {(params[k].name if k < len(params) else f"argument {k + 1}"): value
+             for k, value in enumerate(args)}
+    named.update(kwargs)
+    return {**{p.name: _ABSENT for p in params}, **named}
+
+
+def _traits(ex):
+    """[(what, [its value on each case])]: traits of the cases' arguments that a message can
+    name, in the order a message prefers them: an argument None or given, its number of axes,
+    its dtype; then whether the case is done by hand."""
+    named = [_named_arguments(ex, case) for case in ex.cases]
+    names = list(dict.fromkeys(name for each in named for name in each))
+    found = []
+    for name in names:
+        values = [each.get(name, _ABSENT) for each in named]
+        found.append(((name, "state"), ["left at its default" if v is _ABSENT else
+                                        "None" if v is None else "given" for v in values]))
+    for kind in ("axes", "dtype"):
+        for name in names:
+            values = [each.get(name, _ABSENT) for each in named]
+            if all(isinstance(v, np.ndarray) for v in values):
+                found.append(((name, kind), [v.ndim if kind == "axes" else str(v.dtype)
+                                             for v in values]))
+    found.append((("", "hand"), ["by hand" in case.label for case in ex.cases]))
+    return found
+
+
+def _either(values, last="or"):
+    values = [str(v) for v in values]
+    return values[0] if len(values) == 1 else f"{', '.join(values[:-1])} {last} {values[-1]}"
+
+
+def _which_pass(ex, passed):
+    """One sentence naming a trait of the arguments that the passing cases have and the failing
+    ones do not ("The cases where x has 2 axes pass; those where it has 3 fail."), or ""."""
+    def words(kind, values):
+        values = sorted(set(values), key=str)
+        if kind == "axes":
+            return f"has {_either(values)} ax{'is' if values == [1] else 'es'}"
+        if kind == "dtype":
+            return f"is {_either(values)}"
+        return _either([f"is {v}" for v in values])
+
+    n_pass, n_fail = sum(passed), len(passed) - sum(passed)
+    for (name, kind), values in _traits(ex):
+        good = {v for v, ok in zip(values, passed) if ok}
+        bad = {v for v, ok in zip(values, passed) if not ok}
+        if good & bad or not good or not bad:
+            continue
+        these = "The case" if n_pass == 1 else "The cases"
+        those = "the one" if n_fail == 1 else "those"
+        passes, fails = ("passes" if n_pass == 1 else "pass"), ("fails" if n_fail == 1 else "fail")
+        if kind == "hand":
+            hand = "done by hand" if True in good else "not done by hand"
+            return f"{these} {hand} {passes}; the other{'' if n_fail == 1 else 's'} {fails}."
+        return (f"{these} where {name} {words(kind, good)} {passes}; {those} where it "
+                f"{words(kind, bad)} {fails}.")
+    return ""
+
+
+def _short(text, width=76):
+    """text cut at a word before `width` characters, with an ellipsis."""
+    if len(text) <= width:
+        return text
+    return text[:text.rfind(" ", 0, width - 1)].rstrip(",;:") + " …"
+
+
+def _which_cases(ex, wrong):
+    """The lines that say which cases pass and which fail (none when every case fails)."""
+    passed = [i not in wrong for i in range(len(ex.cases))]
+    if all(passed) or not any(passed):
+        return ""
+    sentence = _which_pass(ex, passed) or (f"It passes {sum(passed)} of the {len(passed)} "
+                                           "cases:")
+    lines = [f"  {sentence.rstrip('.') + ':' if sentence.endswith('.') else sentence}"]
+    lines += [f"    {'✓' if ok else '✗'} {k}. {_short(case.label)}"
+              for k, (case, ok) in enumerate(zip(ex.cases, passed), 1)]
+    return "\n".join(lines) + "\n"
 
 
 def _header(ex, mark):
@@ -487,16 +594,17 @@ def verdict(ex: Exercise, got: Answer) -> Result:
     shown = [(i, _first_difference(expected[i], got[i], names, ex.rtol, ex.atol)) for i in wrong]
     i, (part, where, e_text, g_text) = next(
         ((i, d) for i, d in shown if d[2] != d[3]), shown[0])  # a case where the texts differ
-    evidence = (f"  case: {ex.cases[i].label}\n"
-                f"  expected {part}{where}: {e_text}\n"
-                f"  got      {part}{where}: {g_text}")
+    notes = ""
     if e_text == g_text:
         largest = _largest_difference(expected[i], got[i], names)
         if largest is not None:
-            evidence += f"\n  (they differ by up to {largest:.1e}, below the digits shown)"
+            notes += f"\n  (they differ by up to {largest:.1e}, below the digits shown)"
     if all(_all_nan(g[0] if isinstance(g, (tuple, list)) and g else g) for g in got):
-        evidence += ("\n  (your result is NaN on every case: other bugs that give NaN everywhere "
-                     "look the same to this checker)")
+        notes += ("\n  (your result is NaN on every case: other bugs that give NaN everywhere "
+                  "look the same to this checker)")
+    evidence = (f"  case: {ex.cases[i].label}\n"
+                f"  expected {part}{where}: {e_text}\n"
+                f"  got      {part}{where}: {g_text}{notes}")
     if len(matches) == 1:
         m = matches[0]
         return Result(ex.key, ex.name, "mistake",
@@ -510,10 +618,87 @@ def verdict(ex: Exercise, got: Answer) -> Result:
                       f"{_header(ex, '✗')}: your result equals what each of these mistakes gives "
                       f"on every case; these cases cannot tell them apart:\n{listed}\n{evidence}",
                       tuple(m.name for m in matches))
+    # a mistake nobody catalogued: which cases pass, and every part that differs, side by side
+    # with what was expected (the weights too, where the function returns them)
+    lines = [f"  case: {ex.cases[i].label}"]
+    differing = _differences(expected[i], got[i], names, ex.rtol, ex.atol)
+    for part, where, e_text, g_text in differing:
+        lines += [f"  expected {part}{where}: {e_text}", f"  got      {part}{where}: {g_text}"]
+    if len(names) > 1 and isinstance(got[i], (tuple, list)) and len(got[i]) == len(names):
+        lines += [f"  {name}: as expected on this case" for name in names
+                  if name not in {d[0] for d in differing}]
     return Result(ex.key, ex.name, "wrong",
                   f"{_header(ex, '✗')}: wrong on {len(wrong)} of {len(ex.cases)} cases, and not "
-                  f"one of the {len(ex.mistakes)} mistakes this checker knows.\n{evidence}\n"
-                  f"  {_see(ex.see)}")
+                  f"one of the {len(ex.mistakes)} mistakes this checker knows.\n"
+                  f"{_which_cases(ex, wrong)}" + "\n".join(lines) + f"{notes}\n  {_see(ex.see)}")
+
+
+def _code_names(code):
+    """The global names a code object reads, and those of the code nested in it."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if inspect.iscode(const):
+            names |= _code_names(const)
+    return names
+
+
+def names_read(fn) -> set[str] | None:
+    """The global names the learner's `fn` reads, and those the functions of its own module
+    that it reads read, and so on: every function of that module it can call. None when `fn`
+    has no Python code to read (a builtin, a partial): then it can call anything."""
+    code, scope = getattr(fn, "__code__", None), getattr(fn, "__globals__", None)
+    if code is None or scope is None:
+        return None
+    found, todo = set(), [code]
+    while todo:
+        for name in _code_names(todo.pop()) - found:
+            found.add(name)
+            target = scope.get(name)
+            if getattr(target, "__globals__", None) is scope and hasattr(target, "__code__"):
+                todo.append(target.__code__)
+    return found
+
+
+def names_read_in_source(sources, name) -> set[str] | None:
+    """`names_read` from source text, for grading a file without running it here: the names
+    read by the last top-level `def name` of the sources (a notebook's code cells, IPython's
+    magics left out) and, in turn, by the top-level functions those name. None when no source
+    defines `name` with a def (it may be an alias, or made by exec) or a cell cannot be parsed."""
+    defs = {}
+    for src in sources:
+        src = "\n".join(line for line in src.splitlines()
+                        if not line.lstrip().startswith(("%", "!")))
+        try:
+            tree = ast.parse(src)
+        except (SyntaxError, ValueError):
+            return None
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                defs[node.name] = node
+            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.ClassDef, ast.Import,
+                                   ast.ImportFrom)):  # a later rebinding of a def's name
+                bound = (node.targets if isinstance(node, ast.Assign) else
+                         [node.target] if isinstance(node, ast.AnnAssign) else [])
+                for target in bound:
+                    for leaf in ast.walk(target):
+                        if isinstance(leaf, ast.Name):
+                            defs.pop(leaf.id, None)
+                if isinstance(node, ast.ClassDef):
+                    defs.pop(node.name, None)
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    for alias in node.names:
+                        defs.pop((alias.asname or alias.name).split(".")[0], None)
+    if name not in defs:
+        return None
+    found, todo = set(), [defs[name]]
+    while todo:
+        node = todo.pop()
+        for leaf in ast.walk(node):
+            if isinstance(leaf, ast.Name) and leaf.id not in found:
+                found.add(leaf.id)
+                if leaf.id in defs:
+                    todo.append(defs[leaf.id])
+    return found
 
 
 def run(ex: Exercise, fn, library: dict | None = None) -> Result:

@@ -55,7 +55,7 @@ FLOPS = Exercise(
         Mistake("flops-n-and-d-swapped",
                 "n and d_model are swapped: the projections cost n · d_model², the n × n "
                 "products n² · d_model",
-                "08 §2 · Table 1 of the paper, computed and counted",
+                _SECTION_1,
                 lambda B, n, d_model, h: 8 * B * n**2 * d_model + 4 * B * n * d_model**2),
         Mistake("flops-times-heads",
                 "the n × n products are multiplied by h with the full width d_model; each head "
@@ -83,7 +83,7 @@ def score_matrix_bytes(B, h, n, dtype):
     return B * h * n * n * np.dtype(dtype).itemsize
 
 
-_SECTION_4 = "08 §4 · The n × n matrix: memory"
+_SECTION_4 = "08 §2 · The n × n matrix: memory"
 
 MEMORY = Exercise(
     key="08.2", name="score_matrix_bytes", reference=score_matrix_bytes, see=_SECTION_4,
@@ -93,7 +93,7 @@ MEMORY = Exercise(
              (1, 1, 3, np.float32)),
         Case("B = 2, h = 3, n = 5, float64", (2, 3, 5, np.float64)),
         Case("B = 3, h = 2, n = 7, float16", (3, 2, 7, np.float16)),
-        Case("notebook 08's question 3: B = 8, h = 8, n = 4096, float32", (8, 8, 4096, np.float32)),
+        Case("notebook 08's question 2: B = 8, h = 8, n = 4096, float32", (8, 8, 4096, np.float32)),
     ),
     mistakes=(
         Mistake("mem-no-heads",
@@ -122,7 +122,7 @@ MEMORY = Exercise(
 def _online(Q, K, V, block_size, *, rescale_sum=True, rescale_out=True, invert=False,
             divide=True, partial=True, store_max=True, use_max=True, m0=-np.inf, scale=True,
             per_query=True, first_block_max=False):
-    """The online softmax of notebook 08 §6, with switches that turn on one mistake each."""
+    """The online softmax of notebook 08 §3, with switches that turn on one mistake each."""
     if scale:
         Q = Q / np.sqrt(Q.shape[-1])
     m = np.full((*Q.shape[:-1], 1), m0)
@@ -179,7 +179,7 @@ def _case(label, qkv, block_size):
     return Case(label, qkv, {"block_size": block_size})
 
 
-_SECTION_6 = "08 §6 · Attention without the n × n matrix"
+_SECTION_6 = "08 §3 · Attention without the n × n matrix"
 
 ONLINE = Exercise(
     key="08.3", name="online_attention", reference=online_attention, see=_SECTION_6,

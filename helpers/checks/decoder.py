@@ -73,6 +73,35 @@ def _plus(k):
     return norm
 
 
+# Three toy norms that are not linear, |h| + k: |a + b| is not |a| + |b|, so a residual added on
+# the wrong side of a norm changes the result (with plus_k, h + k, it does not).
+def _abs_plus(k):
+    def norm(x):
+        return np.abs(x) + k
+    norm.__name__ = norm.__qualname__ = f"abs_plus_{k}"
+    return norm
+
+
+def _wired(wrap):
+    """The block with each sub-layer wrapped by wrap(h, sublayer, norm) -> the new h."""
+    def block(y, memory, sa, ca, ff, n1, n2, n3, tgt_mask, src_mask):
+        y = wrap(y, lambda h: sa(h, h, h, tgt_mask), n1)
+        y = wrap(y, lambda h: ca(h, memory, memory, src_mask), n2)
+        return wrap(y, ff, n3)
+    return block
+
+
+def _nonlinear_case():
+    y = np.array([[[1.0], [-3.0]]])  # (B=1, T=2, d_model=1)
+    memory = np.array([[[-10.0], [20.0]]])  # (B=1, S=2, d_model=1)
+    src_mask = np.array([[[False, True]]])  # (B, 1, S): memory position 1 is padding
+    return Case("by hand, with toy norms that are not linear: the same attentions, "
+                "feed_forward(h) = -2h, norm_k(h) = |h| + k; y = [1, -3], memory = [-10, 20] with "
+                "position 1 padded -> [12, 10]",
+                (y, memory, _averaging_attention, _averaging_attention, lambda x: -2 * x,
+                 _abs_plus(1), _abs_plus(2), _abs_plus(3), causal_mask(2), src_mask))
+
+
 def _toy_case():
     y = np.array([[[1.0], [3.0]]])  # (B=1, T=2, d_model=1)
     memory = np.array([[[10.0], [20.0]]])  # (B=1, S=2, d_model=1)
@@ -107,6 +136,7 @@ DECODER_BLOCK = Exercise(
     see="06 §1 · The decoder block",
     cases=(
         _toy_case(),
+        _nonlinear_case(),
         _block_case("B = 2, T = S = 4, d_model = 8, library sub-layers: the causal mask, and a "
                     "source padding mask (lengths 4 and 2)", 2, 4, causal_mask(4),
                     padding_mask([4, 2], 4)),
@@ -182,6 +212,24 @@ DECODER_BLOCK = Exercise(
                 "not y + Sublayer(y)",
                 "05 §3 · Residual connections and the paper's block, one step per cell",
                 _no_residual),
+        Mistake("decoder-norm-then-add",
+                "each norm is applied to the sub-layer's output before the addition, "
+                "y + LN(Sublayer(y)); the paper adds first, then normalises: "
+                "LN(y + Sublayer(y))",
+                "05 §3 · Residual connections and the paper's block, one step per cell",
+                _wired(lambda h, sublayer, norm: h + norm(sublayer(h)))),
+        Mistake("decoder-add-after-norm",
+                "each norm is applied to the sub-layer's input alone and the sub-layer's output "
+                "added after it, LN(y) + Sublayer(y); Post-LN normalises the sum: "
+                "LN(y + Sublayer(y))",
+                "05 §3 · Residual connections and the paper's block, one step per cell",
+                _wired(lambda h, sublayer, norm: norm(h) + sublayer(h))),
+        Mistake("decoder-norm-overwrites-input",
+                "y is replaced by LN(y) before each sub-layer, so the residual adds the "
+                "normalised input, LN(y) + Sublayer(LN(y)); the paper's block adds y itself and "
+                "normalises the sum: LN(y + Sublayer(y))",
+                "05 §5 · A stack of blocks, and Post-LN against Pre-LN",
+                _wired(lambda h, sublayer, norm: norm(h) + sublayer(norm(h)))),
     ),
 )
 

@@ -151,7 +151,7 @@ _ZERO, _EYE = np.zeros((4, 4)), np.eye(4)
 
 MHA = Exercise(
     key="02.3", name="multi_head_attention", reference=_mha,
-    see="02 §3 · The layer in ten lines", outputs=("output", "weights"),
+    see="02 §3 · The layer in eight lines", outputs=("output", "weights"),
     cases=(
         Case("W_q = W_k = 0, W_v = W_o = I, h = 2, x = 3·[[1, 0, 0, 0], [0, 1, 0, 0], "
              "[0, 0, 1, 2]] (by hand: every weight is 1/3, every output row [1 1 1 2])",
@@ -167,7 +167,7 @@ MHA = Exercise(
         Mistake("mha-no-output-projection",
                 "the merged heads are returned without the output projection: Concat(heads) "
                 "W_o, not Concat(heads)",
-                "02 §3 · The layer in ten lines",
+                "02 §3 · The layer in eight lines",
                 lambda *args: _mha(*args, project_out=False)),
         Mistake("mha-scaled-by-sqrt-d_model",
                 "each head's scores are divided by √d_model; a head's dot products have d_k "
@@ -191,7 +191,7 @@ MHA = Exercise(
         Mistake("mha-weights-transposed",
                 "every projection is x @ W.T (PyTorch's nn.Linear convention); in this series "
                 "weights act on the right: x @ W",
-                "02 §3 · The layer in ten lines",
+                "02 §3 · The layer in eight lines",
                 _mha_transposed),
         Mistake("mha-split-without-transpose",
                 "the heads are split with a reshape alone, (..., h, T, d_k) without the swap "
@@ -203,6 +203,12 @@ MHA = Exercise(
                 "your merge_heads pass 02.2?)",
                 "02 §2 · Split and merge, one step at a time",
                 lambda *args: _mha(*args, merge=_merge_no_transpose)),
+        Mistake("mha-weights-averaged-over-heads",
+                "the weights returned are averaged over the heads, (..., T_q, T_k), as PyTorch's "
+                "nn.MultiheadAttention returns them by default (average_attn_weights=True); "
+                "return every head's, (..., h, T_q, T_k)",
+                "02 §3 · The layer in eight lines",
+                lambda *args: (lambda out, weights: (out, weights.mean(axis=-3)))(*_mha(*args))),
         Mistake("mha-split-and-merge-without-transpose",
                 "the heads are split and merged with reshapes alone: the two undo each other (a "
                 "round trip gives x back), but in between each 'head' sees whole tokens",

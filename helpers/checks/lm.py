@@ -102,14 +102,18 @@ def _probabilities(logits, temperature=1.0, top_k=None, *, multiply=False, small
     z = np.asarray(logits, dtype=float)
     z = z * temperature if multiply else (z if power else z / temperature)
     keep = np.ones(z.shape, dtype=bool)
-    if top_k is not None:
-        order = np.argsort(z, axis=-1)
-        chosen = order[..., :top_k + extra] if smallest else order[..., -(top_k + extra):]
-        keep = np.zeros(z.shape, dtype=bool)
-        np.put_along_axis(keep, chosen, True, axis=-1)
+    if top_k is not None:  # a cut at a value: ties with the cut are kept
+        ordered = np.sort(z, axis=-1)
+        if smallest:
+            keep = z <= ordered[..., top_k - 1, None]  # the k-th smallest
+        elif extra < 0:  # the k-th largest itself is cut: the k - 1 largest (none for k = 1)
+            keep = z > ordered[..., -top_k, None]
+        else:
+            keep = z >= ordered[..., -(top_k + extra), None]
     if renormalise:
         z = np.where(keep, z, -np.inf)
-    p = np.exp(z - z.max(axis=-1, keepdims=True))
+    with np.errstate(invalid="ignore"):  # every logit cut: -inf - (-inf) is NaN, as it is for you
+        p = np.exp(z - z.max(axis=-1, keepdims=True))
     p /= p.sum(axis=-1, keepdims=True)
     if power:
         p = p ** (1.0 / temperature)  # sharpened, never summed to 1 again
@@ -135,6 +139,9 @@ PROBABILITIES = Exercise(
                        top_k=1),
         _sampling_case("3 rows of 65 logits, temperature 0.8, top_k = 10", (3, 65),
                        temperature=0.8, top_k=10),
+        Case("ties at the cut: logits [[3, 1, 1, 0], [2, 2, 2, -1]], top_k = 2 (every logit "
+             "equal to the k-th largest is kept: 3 tokens in each row)",
+             (np.array([[3.0, 1.0, 1.0, 0.0], [2.0, 2.0, 2.0, -1.0]]),), {"top_k": 2}),
     ),
     mistakes=(
         Mistake("ntp-multiplies-temperature",
@@ -163,6 +170,11 @@ PROBABILITIES = Exercise(
                 "k + 1 tokens are kept (an off-by-one at the cut)",
                 _SECTION_4, lambda logits, temperature=1.0, top_k=None:
                     _probabilities(logits, temperature, top_k, extra=1)),
+        Mistake("ntp-top-k-one-too-few",
+                "the k-th largest logit is cut too (`z <= kth` instead of `z < kth`): k - 1 "
+                "tokens are kept, and none when k = 1",
+                _SECTION_4, lambda logits, temperature=1.0, top_k=None:
+                    _probabilities(logits, temperature, top_k, extra=-1)),
         Mistake("ntp-top-k-not-renormalised",
                 "the tokens outside the top k are zeroed after the softmax, and what is left "
                 "is not divided by its sum: the probabilities add up to less than 1",
@@ -175,11 +187,14 @@ PROBABILITIES = Exercise(
 
 
 def _bigram(train_ids, val_ids, vocab, *, add=1.0, swap=False, joint=False, plain_rows=False,
-            counted=None, unigram=False):
+            counted=None, unigram=False, once=False):
     """The smoothed bigram loss with the switches of the mistakes below."""
     source = train_ids if counted is None else counted
     counts = np.full((vocab, vocab), add)
-    np.add.at(counts, (source[:-1], source[1:]), 1.0)
+    if once:  # fancy-index += : a pair that repeats is added once
+        counts[source[:-1], source[1:]] += 1.0
+    else:
+        np.add.at(counts, (source[:-1], source[1:]), 1.0)
     if unigram:
         p = np.bincount(source, minlength=vocab) + add
         return float(-np.log(p / p.sum())[val_ids[1:]].mean())
@@ -208,6 +223,9 @@ BIGRAM = Exercise(
              "(by hand: 'a' was followed by 'b' twice and by 'a' never, so with one added to "
              "each count p(b | a) = 3/4, and the loss is -ln 3/4 = 0.288)",
              (np.array([0, 1, 0, 1]), np.array([0, 1]), 2)),
+        Case("train [0, 0, 0, 0, 0, 1, 2, 0] and validation [0, 0, 1, 1], 3 characters (rows "
+             "and columns of the counts give very different losses)",
+             (np.array([0, 0, 0, 0, 0, 1, 2, 0]), np.array([0, 0, 1, 1]), 3)),
         Case("400 training and 50 validation ids of 5 characters", (_ids(400, 5), _ids(50, 5), 5)),
         Case("a vocabulary of 8 characters of which training uses only 4 (pairs it never saw)",
              (_ids(300, 4), np.r_[_ids(40, 8), 7, 6], 8)),
@@ -218,8 +236,9 @@ BIGRAM = Exercise(
                 "and its -ln 0 makes the loss infinite",
                 _SECTION_3, lambda t, v, vocab: _bigram(t, v, vocab, add=0.0)),
         Mistake("bigram-conditions-on-the-next-character",
-                "each row of counts is normalised over the *previous* character: that is "
-                "p(previous | next); the prediction is p(next | previous)",
+                "the counts are divided by their column sums (axis=0): that is "
+                "p(previous | next); the prediction is p(next | previous), each row divided by "
+                "its own sum (axis=1)",
                 _SECTION_3, lambda t, v, vocab: _bigram(t, v, vocab, swap=True)),
         Mistake("bigram-joint-not-conditional",
                 "the counts are divided by the number of all pairs: that is the joint "
@@ -229,6 +248,10 @@ BIGRAM = Exercise(
                 "each count + 1 is divided by the row's count alone; with one added to each of "
                 "the vocab entries of a row, the row's sum grows by vocab too",
                 _SECTION_3, lambda t, v, vocab: _bigram(t, v, vocab, plain_rows=True)),
+        Mistake("bigram-repeated-pairs-counted-once",
+                "`table[a, b] += 1` with arrays of indices adds 1 once per distinct pair, however "
+                "often it repeats; np.add.at(table, (a, b), 1) adds every occurrence",
+                _SECTION_3, lambda t, v, vocab: _bigram(t, v, vocab, once=True)),
         Mistake("bigram-counts-the-validation-text",
                 "the pairs are counted in the validation text: the loss then measures how well "
                 "the text predicts itself; count the training text",

@@ -1,11 +1,15 @@
-"""Exercises of notebook 04: the causal and the padding mask, and the two combined."""
+"""Exercises of notebook 04: the causal and the padding mask, the two combined, and a masked
+softmax that gives a query with nothing to see zero weights."""
 
 import numpy as np
 
 from helpers.checks.core import Case, Exercise, Mistake
-from helpers.transformer import causal_mask, padding_mask
+from helpers.transformer import causal_mask, padding_mask, softmax
+from helpers.transformer import softmax as _library_softmax  # watched in 04.4: see _masked_softmax
 
-# The cases are sizes and lengths chosen by hand: nothing here is random.
+# The cases of 04.1-04.3 are sizes and lengths chosen by hand: nothing there is random. 04.4's
+# scores are random, from this generator: the same on every run and every machine.
+_rng = np.random.default_rng(104)
 
 # ── 04.1 · the causal mask ────────────────────────────────────────────────────────────────────
 
@@ -38,7 +42,7 @@ CAUSAL = Exercise(
         Mistake("causal-inverted",
                 "the mask is True where a key is visible (j <= i, a keep-mask); in this series "
                 "True = blocked",
-                "04 §7 · Other encodings, and converters",
+                "04 §7 · Other encodings",
                 lambda T: _causal_where(T, lambda i, j: j <= i)),
         Mistake("causal-blocks-the-past",
                 "the past is blocked instead of the future (j < i, below the diagonal): row i "
@@ -48,17 +52,17 @@ CAUSAL = Exercise(
         Mistake("causal-additive",
                 "the mask is additive (0 and -inf, to be added to the scores); here a mask is "
                 "boolean, True = blocked",
-                "04 §7 · Other encodings, and converters",
+                "04 §7 · Other encodings",
                 lambda T: np.where(causal_mask(T), -np.inf, 0.0)),
         Mistake("causal-additive-large-negative",
                 "the mask is additive with a large negative number (0 and -1e9, to be added to "
                 "the scores); here a mask is boolean, True = blocked",
-                "04 §7 · Other encodings, and converters",
+                "04 §7 · Other encodings",
                 lambda T: np.where(causal_mask(T), -1e9, 0.0)),
         Mistake("causal-keep-mask-numbers",
                 "the mask holds 1 where a key is visible and 0 where it is blocked (a numeric "
                 "keep-mask, np.tril of ones); here a mask is boolean, True = blocked",
-                "04 §7 · Other encodings, and converters",
+                "04 §7 · Other encodings",
                 lambda T: (~causal_mask(T)).astype(float)),
         Mistake("causal-not-boolean",
                 "the mask holds numbers 0 and 1, not booleans: np.where(mask, ...) and ~mask "
@@ -102,7 +106,7 @@ PADDING = Exercise(
         Mistake("padding-inverted",
                 "the mask is True at the real tokens (a keep-mask, j < length); in this series "
                 "True = blocked",
-                "04 §7 · Other encodings, and converters",
+                "04 §7 · Other encodings",
                 lambda lengths, T: _padded(lengths, T, np.less)[:, None, None, :]),
         Mistake("padding-no-broadcast-axes",
                 "the mask has shape (B, T): against scores (B, h, T_q, T_k) its batch axis "
@@ -123,7 +127,7 @@ PADDING = Exercise(
         Mistake("padding-keep-mask-numbers",
                 "the mask holds 1 at the real tokens and 0 at the padding (a numeric keep-mask, "
                 "like Hugging Face's attention_mask); here a mask is boolean, True = blocked",
-                "04 §7 · Other encodings, and converters",
+                "04 §7 · Other encodings",
                 lambda lengths, T: (~padding_mask(lengths, T)).astype(float)),
         Mistake("padding-length-of-longest",
                 "the mask is as long as the longest sequence, not T: the batch is padded to "
@@ -181,4 +185,105 @@ COMBINED = Exercise(
     ),
 )
 
-EXERCISES = (CAUSAL, PADDING, COMBINED)
+# ── 04.4 · a masked softmax, and a query with nothing to see ─────────────────────────────────
+
+_NOTHING = "04 §4 · A query with nothing to see: `-inf` or `-1e9`?"
+
+
+def _masked_softmax(scores, mask):
+    # `check` does not credit the helpers functions a checker's reference calls by name, except
+    # those named like another exercise (softmax is 01.1's). Under another name the library's
+    # softmax is watched here: 04.4 asks for the masked softmax written out, not softmax(...).
+    return _library_softmax(np.where(mask, -np.inf, scores), axis=-1)
+
+
+def _textbook(scores):  # subtract the row's maximum, as usual: NaN for a row that is all -inf
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _softmax_then_mask(scores, mask):
+    return np.where(mask, 0.0, softmax(scores, axis=-1))
+
+
+def _renormalised(scores, mask):  # softmax, zero the blocked weights, divide by the new total
+    kept = _softmax_then_mask(scores, mask)
+    return kept / kept.sum(axis=-1, keepdims=True)
+
+
+def _no_max_shift(scores, mask):
+    e = np.exp(np.where(mask, -np.inf, scores))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _global_max(scores, mask):
+    s = np.where(mask, -np.inf, scores)
+    e = np.exp(s - s.max())
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+# by hand: row 0 sees keys 0 and 1 with scores 0 and ln 3, so weights 1/4 and 3/4; row 1 sees
+# nothing
+_HAND_SCORES = np.array([[0.0, np.log(3.0), 5.0], [1.0, 2.0, 3.0]])
+_HAND_MASK = np.array([[False, False, True], [True, True, True]])
+_LEFT_PADDED = causal_mask(5) | (np.arange(5) < np.array([[2], [0]]))[:, None, None, :]
+
+MASKED_SOFTMAX = Exercise(
+    key="04.4", name="masked_softmax", reference=_masked_softmax, see=_NOTHING,
+    cases=(
+        Case("scores [[0, ln 3, 5], [1, 2, 3]], mask [[F, F, T], [T, T, T]] (by hand: "
+             "[[0.25, 0.75, 0], [0, 0, 0]])", (_HAND_SCORES, _HAND_MASK)),
+        Case("random scores (4, 4) and the causal mask: every query sees at least one key",
+             (_rng.normal(size=(4, 4)), causal_mask(4))),
+        Case("random scores (2, 2, 5, 5) (a batch of 2, 2 heads), the causal mask of a batch "
+             "whose first sequence has 2 <pad> on the left: its queries 0 and 1 see nothing",
+             (_rng.normal(size=(2, 2, 5, 5)), _LEFT_PADDED)),
+        Case("scores [[1000, 1001, 1002], [1000, 1001, 1002]] (exp(1000) overflows), mask "
+             "[[F, F, T], [T, T, T]]",
+             (np.array([[1000.0, 1001.0, 1002.0]] * 2), _HAND_MASK)),
+        Case("rows far apart, scores [[1000, 1001, 5], [-1000, -999, 5]], mask [[F, F, T], "
+             "[F, F, T]] (by hand: both rows are [0.2689, 0.7311, 0])",
+             (np.array([[1000.0, 1001.0, 5.0], [-1000.0, -999.0, 5.0]]),
+              np.array([[False, False, True]] * 2))),
+        Case("a blocked key far above the visible ones: scores [[0, 0, 1000]], mask [[F, F, T]] "
+             "(by hand: [[0.5, 0.5, 0]])",
+             (np.array([[0.0, 0.0, 1000.0]]), np.array([[False, False, True]]))),
+    ),
+    mistakes=(
+        Mistake("masked-softmax-nan-row",
+                "a query whose keys are all blocked gets NaN (-inf - (-inf), or 0/0); it must "
+                "get zeros", _NOTHING,
+                lambda scores, mask: _textbook(np.where(mask, -np.inf, scores))),
+        Mistake("masked-softmax-uniform-row",
+                "blocked scores are set to -1e9: right where a query sees some key, but a query "
+                "that sees none gets uniform weights over keys it may not see; it must get zeros",
+                _NOTHING, lambda scores, mask: _textbook(np.where(mask, -1e9, scores))),
+        Mistake("masked-softmax-added-1e9",
+                "the mask is added to the scores (scores + mask * -1e9): a query that sees no "
+                "key keeps its scores' differences and gets the unmasked softmax; it must get "
+                "zeros", _NOTHING, lambda scores, mask: _textbook(scores + mask * -1e9)),
+        Mistake("masked-softmax-mask-inverted",
+                "the mask is read as True = keep; in this series True = blocked",
+                "04 §7 · Other encodings",
+                lambda scores, mask: _masked_softmax(scores, ~mask)),
+        Mistake("masked-softmax-after-softmax",
+                "the blocked weights are set to 0 after the softmax, so the weights a query "
+                "keeps no longer sum to 1",
+                "04 §3 · Mask before the softmax, not after", _softmax_then_mask),
+        Mistake("masked-softmax-renormalised",
+                "the softmax runs over every key, then the blocked weights are set to 0 and the "
+                "rest divided by their sum: a blocked key far above the visible ones took all "
+                "the weight, and what is left is 0/0; mask the scores before the softmax",
+                "04 §3 · Mask before the softmax, not after", _renormalised),
+        Mistake("masked-softmax-no-max-shift",
+                "exp(scores) overflows for large scores: subtract the row's maximum (of the "
+                "scores it may see) before exp", "01 §3 · Softmax, without overflow",
+                _no_max_shift),
+        Mistake("masked-softmax-global-max",
+                "one maximum of the whole array is subtracted, not each row's: a row far below "
+                "it underflows to exp(...) = 0 and gets 0/0",
+                "01 §3 · Softmax, without overflow", _global_max),
+    ),
+)
+
+EXERCISES = (CAUSAL, PADDING, COMBINED, MASKED_SOFTMAX)

@@ -250,7 +250,7 @@ def _gqa_reference(x, W_q, W_k, W_v, W_o, n_heads, n_kv_heads):
 
 
 def _gqa(x, W_q, W_k, W_v, W_o, n_heads, n_kv_heads, *, share="repeat", mask=True,
-         scale=None, project=True, split="transpose", after=False):
+         scale=None, project=True, split="transpose", after=False, merge="transpose"):
     """Grouped-query attention with the switches of the mistakes below."""
     B, T, d = x.shape
     d_k = d // n_heads
@@ -274,7 +274,8 @@ def _gqa(x, W_q, W_k, W_v, W_o, n_heads, n_kv_heads, *, share="repeat", mask=Tru
     weights /= weights.sum(-1, keepdims=True)
     if after:
         weights = weights * ~blocked
-    out = merge_heads(weights @ V)
+    heads_out = weights @ V  # (B, h, T, d_k)
+    out = merge_heads(heads_out) if merge == "transpose" else heads_out.reshape(B, T, d)
     return out @ W_o if project else out
 
 
@@ -292,6 +293,12 @@ GQA = Exercise(
         Case("one position, B = 1, T = 1, d_model = 4, h = 2 query heads, g = 1 (by hand: "
              "a lone query can only read itself, so the output is x W_v, repeated for both "
              "heads, times W_o)", _gqa_case(1, 1, 4, 2, 1)),
+        Case("two positions, B = 1, d_model = 2, h = 2, g = 1, W_q = W_k = 0, W_v = [[1], [0]] "
+             "(the first feature), W_o = I, x = [[2, 5], [4, 1]] (by hand: the scores are 0, so "
+             "position 0 reads itself, v = 2, and position 1 averages v = 2 and 4: both heads "
+             "give [2, 3] and the output is [[2, 2], [3, 3]])",
+             (np.array([[[2.0, 5.0], [4.0, 1.0]]]), np.zeros((2, 2)), np.zeros((2, 1)),
+              np.array([[1.0], [0.0]]), np.eye(2), 2, 1)),
         Case("B = 1, T = 4, d_model = 8, h = 4, g = 2", _gqa_case(1, 4, 8, 4, 2)),
         Case("B = 2, T = 5, d_model = 8, h = 4, g = 1 (multi-query)", _gqa_case(2, 5, 8, 4, 1)),
         Case("B = 2, T = 3, d_model = 12, h = 6, g = 3", _gqa_case(2, 3, 12, 6, 3)),
@@ -318,12 +325,18 @@ GQA = Exercise(
                 "01 §4 · Why divide by √d_k", lambda *a: _gqa(*a, scale=1.0)),
         Mistake("gqa-no-output-projection",
                 "W_o is not applied: the merged heads are returned",
-                "02 §3 · The layer in ten lines", lambda *a: _gqa(*a, project=False)),
+                "02 §3 · The layer in eight lines", lambda *a: _gqa(*a, project=False)),
         Mistake("gqa-split-without-transpose",
                 "the heads are split by one reshape to (B, h, T, d_k), without the transpose: "
                 "each head gets pieces of several positions",
                 "02 §2 · Split and merge, one step at a time",
                 lambda *a: _gqa(*a, split="reshape")),
+        Mistake("gqa-merge-without-transpose",
+                "the heads are merged by one reshape of (B, h, T, d_k) to (B, T, d_model), "
+                "without swapping the head and position axes back first: each row holds pieces "
+                "of several positions (right only when T = 1)",
+                "02 §2 · Split and merge, one step at a time",
+                lambda *a: _gqa(*a, merge="reshape")),
     ),
 )
 

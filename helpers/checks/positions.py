@@ -1,9 +1,10 @@
-"""Exercises of notebook 03: the sinusoidal table, and embeddings plus positions."""
+"""Exercises of notebook 03: the sinusoidal table, embeddings plus positions, and the matrix M_k
+that shifts the table by k positions."""
 
 import numpy as np
 
 from helpers.checks.core import Case, Exercise, Mistake
-from helpers.transformer import positional_encoding
+from helpers.transformer import positional_encoding, relative_position_matrix
 
 _rng = np.random.default_rng(103)  # the cases are the same on every run and every machine
 
@@ -164,4 +165,70 @@ EMBED = Exercise(
     ),
 )
 
-EXERCISES = (PE_TABLE, EMBED)
+# ── 03.3 · the shift by k positions, M_k ─────────────────────────────────────────────────────
+
+_ROTATION = "03 §5 · A shift by k positions is a rotation"
+
+
+def _rotation(k, d_model, *, pair_index=2, times_k=True, swap=False, transpose=False,
+              halves=False, inverted=False):
+    """M_k built block by block, with a chosen slip: the exponent (pair_index·i / d_model), the
+    angle ω instead of kω, cos and sin swapped, each block transposed, pairs (i, i + d/2), or
+    the frequency inverted (k·10000^(2i/d))."""
+    angle = (k if times_k else 1) / 10000.0 ** (pair_index * np.arange(d_model // 2) / d_model
+                                                * (-1 if inverted else 1))
+    c, s = (np.sin(angle), np.cos(angle)) if swap else (np.cos(angle), np.sin(angle))
+    first = np.arange(d_model // 2) if halves else np.arange(0, d_model, 2)
+    second = first + d_model // 2 if halves else first + 1
+    M = np.zeros((d_model, d_model))
+    M[first, first], M[first, second] = c, -s
+    M[second, first], M[second, second] = s, c
+    return M.T if transpose else M
+
+
+def _rotation_mistake(name, says, **slip):
+    return Mistake(name, says, _ROTATION, lambda k, d_model: _rotation(k, d_model, **slip))
+
+
+ROTATION = Exercise(
+    key="03.3", name="relative_position_matrix", reference=relative_position_matrix,
+    see=_ROTATION,
+    cases=(
+        Case("k = 1, d_model = 4 (by hand: block 0 turns by 1 radian, block 1 by 0.01: "
+             "[[cos 1, -sin 1, 0, 0], [sin 1, cos 1, 0, 0], [0, 0, cos 0.01, -sin 0.01], "
+             "[0, 0, sin 0.01, cos 0.01]])", (1, 4)),
+        Case("k = 3, d_model = 8", (3, 8)),
+        Case("k = -2 (a shift back), d_model = 6", (-2, 6)),
+        Case("k = 0, d_model = 4: the identity", (0, 4)),
+        Case("k = 7, d_model = 16", (7, 16)),
+    ),
+    mistakes=(
+        _rotation_mistake(
+            "rotation-transposed",
+            "each block is transposed, [[cos kω, sin kω], [-sin kω, cos kω]]: it turns the other "
+            "way, so PE[pos] @ M_k gives PE[pos - k] (rows of PE are row vectors, the matrix acts "
+            "on the right)", transpose=True),
+        _rotation_mistake(
+            "rotation-frequency-without-the-2",
+            "pair i turns by k·10000^(-i/d_model): its frequency is 10000^(-2i/d_model), the one "
+            "of positional_encoding's columns 2i and 2i + 1", pair_index=1),
+        _rotation_mistake(
+            "rotation-sin-cos-swapped",
+            "sin and cos are swapped in each block, [[sin kω, -cos kω], [cos kω, sin kω]]: the "
+            "diagonal must hold cos kω (M_0 is the identity)", swap=True),
+        _rotation_mistake(
+            "rotation-angle-not-times-k",
+            "each block turns by ω_i, not by k·ω_i: that is M_1, a shift by one position, "
+            "whatever k", times_k=False),
+        _rotation_mistake(
+            "rotation-frequency-inverted",
+            "pair i turns by k·10000^(2i/d_model); it turns by k / 10000^(2i/d_model), so the "
+            "later pairs turn slower, not faster", inverted=True),
+        _rotation_mistake(
+            "rotation-pairs-in-halves",
+            "the blocks pair column i with column i + d_model/2; the table interleaves its "
+            "pairs, sin in column 2i and cos in column 2i + 1", halves=True),
+    ),
+)
+
+EXERCISES = (PE_TABLE, EMBED, ROTATION)

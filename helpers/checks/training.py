@@ -1,9 +1,10 @@
-"""Exercises of notebook 07: softmax and LayerNorm backward, the warm-up schedule, Adam."""
+"""Exercises of notebook 07: softmax and LayerNorm backward, the warm-up schedule, Adam, and a
+gradient check by central differences."""
 
 import numpy as np
 
 from helpers.checks.core import Case, Exercise, Mistake
-from helpers.training import Adam, lrate, softmax_backward
+from helpers.training import Adam, gradient_check, lrate, softmax_backward
 from helpers.transformer import LayerNorm, NormCache, softmax
 
 _rng = np.random.default_rng(107)  # the cases are the same on every run and every machine
@@ -307,4 +308,127 @@ ADAM_STEP = Exercise(
     ),
 )
 
-EXERCISES = (SOFTMAX_BACKWARD, LAYER_NORM_BACKWARD, LRATE, ADAM_STEP)
+# ── 07.5 · a gradient check ───────────────────────────────────────────────────────────────────
+
+_GRAD = "07 §1 · How to trust a gradient"
+
+
+def _gradient_error(f, x, g):
+    return gradient_check(lambda: f(x), {"x": x}, {"x": g})[0]
+
+
+def _numeric(f, x, eps=1e-6, one_sided=False, restore=True, divisor=2):
+    """Central (or one-sided) differences, perturbing x in place, one entry at a time; the
+    central one divided by `divisor`·ε."""
+    n = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        old = x[i]
+        x[i] = old + eps
+        up = f(x)
+        x[i] = old if one_sided else old - eps
+        n[i] = (up - f(x)) / (eps if one_sided else divisor * eps)
+        if restore:
+            x[i] = old
+    return n
+
+
+def _numeric_moving(f, x, eps, rows):
+    """The slip of moving more than one entry: every entry at once (each entry of n is then
+    the sum of all the partial derivatives), or, with `rows`, x[i] for i in range(len(x)): a
+    whole row at once when x has 2 axes."""
+    n = np.zeros_like(x)
+    for i in (range(len(x)) if rows else [Ellipsis]):
+        up, down = x.copy(), x.copy()
+        up[i] += eps
+        down[i] -= eps
+        n[i] = (f(up) - f(down)) / (2 * eps)
+    return n
+
+
+def _grad_model(eps=1e-6, one_sided=False, restore=True, over="both", divisor=2, moving=None):
+    def model(f, x, g):
+        if moving is None:
+            n = _numeric(f, x, eps, one_sided, restore, divisor)
+        else:
+            n = _numeric_moving(f, x, eps, rows=moving == "rows")
+        diff = np.linalg.norm(g - n)
+        norm = {"both": np.linalg.norm(g) + np.linalg.norm(n), "g": np.linalg.norm(g),
+                "max": max(np.linalg.norm(g), np.linalg.norm(n)), "none": 1.0}[over]
+        return float(diff / norm)
+    return model
+
+
+def _square_sum(x):  # f(x) = sum x², gradient 2x
+    return float(np.sum(x**2))
+
+
+_G, _W = _rng.normal(size=(3, 5)), _rng.normal(size=(4, 5))
+
+
+def _tanh_layer(x):  # f(x) = sum G ⊙ tanh(x W), x of shape (3, 4): the entries of x interact
+    return float(np.sum(_G * np.tanh(x @ _W)))
+
+
+def _tanh_layer_grad(x, slip=False):  # G (1 - tanh²) Wᵀ, or the slip G (1 - tanh) Wᵀ
+    t = np.tanh(x @ _W)
+    return (_G * (1 - (t if slip else t**2))) @ _W.T
+
+
+_X1 = np.array([1.0, -2.0])
+_X2 = _rng.normal(size=(3, 4))
+
+GRADIENT_ERROR = Exercise(
+    key="07.5", name="gradient_error", reference=_gradient_error, see=_GRAD, atol=1e-8,
+    cases=(
+        Case("f(x) = sum(x²) at x = [1, -2], g = x: the factor 2 forgotten (by hand: "
+             "‖x - 2x‖ / (‖x‖ + ‖2x‖) = 1/3)", (_square_sum, _X1, _X1.copy())),
+        Case("f(x) = sum(G ⊙ tanh(x W)), x of shape (3, 4), the right gradient G (1 - tanh²) Wᵀ: "
+             "far below the bar 1e-6",
+             (_tanh_layer, _X2, _tanh_layer_grad(_X2))),
+        Case("the same f, the wrong gradient G (1 - tanh) Wᵀ",
+             (_tanh_layer, _X2, _tanh_layer_grad(_X2, slip=True))),
+        Case("the same f, g = 0 (a backward pass that wrote nothing): 1, the largest a relative "
+             "error can be", (_tanh_layer, _X2, np.zeros_like(_X2))),
+    ),
+    mistakes=(
+        Mistake("gradient-check-one-sided",
+                "the numeric gradient is one-sided, (f(x + ε) - f(x)) / ε: its error shrinks "
+                "like ε, not ε², so a right gradient shows a relative error near 1e-7, a "
+                "thousand times that of central differences and close to the bar 1e-6",
+                _GRAD, _grad_model(one_sided=True)),
+        Mistake("gradient-check-not-restored",
+                "the perturbed entry is not put back (it stays at x - ε), so every later entry "
+                "is differentiated at a moved point: restore x[i] after each pair of calls",
+                _GRAD, _grad_model(restore=False)),
+        Mistake("gradient-check-over-analytic-norm",
+                "the difference is divided by ‖g‖ alone: the relative error is "
+                "‖g - n‖ / (‖g‖ + ‖n‖), which stays between 0 and 1 (and is defined when g = 0)",
+                _GRAD, _grad_model(over="g")),
+        Mistake("gradient-check-not-relative",
+                "the error is ‖g - n‖, not divided by ‖g‖ + ‖n‖: it then grows with the scale of "
+                "the loss, and no single bar fits every gradient", _GRAD, _grad_model(over="none")),
+        Mistake("gradient-check-step-too-large",
+                "the step is ε = 1e-2: the central difference's error, about ε², is then about "
+                "1e-5 and fails a right gradient; use ε = 1e-6", _GRAD, _grad_model(eps=1e-2)),
+        Mistake("gradient-check-step-too-small",
+                "the step is ε = 1e-12: f(x + ε) and f(x - ε) then differ in their last digits "
+                "only, and rounding, divided by 2ε, swamps the difference; use ε = 1e-6",
+                _GRAD, _grad_model(eps=1e-12)),
+        Mistake("gradient-check-all-entries-at-once",
+                "every entry of x is moved by ε at once (x + ε, not only x[i] + ε): each entry "
+                "of the numeric gradient is then the sum of all the partial derivatives; move one "
+                "entry at a time", _GRAD, _grad_model(moving="all")),
+        Mistake("gradient-check-first-axis-only",
+                "the loop runs over range(len(x)), the first axis only: when x has 2 axes, x[i] "
+                "is a whole row, moved at once; loop over every entry, np.ndindex(x.shape)",
+                _GRAD, _grad_model(moving="rows")),
+        Mistake("gradient-check-no-factor-2",
+                "the central difference is divided by ε, not 2ε: the numeric gradient is twice "
+                "the right one", _GRAD, _grad_model(divisor=1)),
+        Mistake("gradient-check-max-denominator",
+                "the difference is divided by max(‖g‖, ‖n‖), not by ‖g‖ + ‖n‖ (the notebook's "
+                "relative error)", _GRAD, _grad_model(over="max")),
+    ),
+)
+
+EXERCISES = (SOFTMAX_BACKWARD, LAYER_NORM_BACKWARD, LRATE, ADAM_STEP, GRADIENT_ERROR)

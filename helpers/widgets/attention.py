@@ -282,7 +282,9 @@ def head_explorer(digits: str = "3 1 4 1 5 9 2 6", models: dict | None = None) -
     decoder reads <bos> + the reversed digits (teacher forcing), so cross-attention row t is the
     query that writes output digit t. The status line measures every head: its mean entropy,
     its share of weight on the anti-diagonal (query t reading key L-1-t: reversal) and on the
-    diagonal (a token reading itself).
+    diagonal (a token reading itself). In decoder self-attention the causal mask blocks the
+    anti-diagonal cells above the diagonal (t < L-1-t), so there the share is the mean over the
+    cells it allows only, and the status line and titles say so.
     """
     models = reversal_models() if models is None else models
     some = next(iter(models.values()))
@@ -316,13 +318,17 @@ def head_explorer(digits: str = "3 1 4 1 5 9 2 6", models: dict | None = None) -
         rows = src_labels if kind == "encoder self" else tgt_labels
         cols = tgt_labels if kind == "decoder self" else src_labels
         L, i = len(src_labels), np.arange(len(src_labels))
+        # decoder self-attention is causal: query i sees keys 0..i only, so the anti-diagonal
+        # cell (i, L-1-i) is blocked for i < L-1-i. The share is measured over allowed cells.
+        allowed = L - 1 - i <= i if kind == "decoder self" else np.ones(L, bool)
         return {"weights": w, "rows": rows, "cols": cols, "head": head,
                 "ylabel": "query: " + ("source" if kind == "encoder self" else "decoder input"),
                 "xlabel": "key: " + ("decoder input" if kind == "decoder self" else "source"),
                 "label": f"{WEIGHT_LABELS.get(weights, weights)} · {kind} attention, "
                          f"layer {layer}",
                 "entropy": entropy(w).mean(axis=-1),  # (h,)
-                "anti_diagonal": w[:, i, L - 1 - i].mean(axis=-1),  # (h,)
+                "anti_diagonal": w[:, i[allowed], L - 1 - i[allowed]].mean(axis=-1),  # (h,)
+                "anti_cells": (int(allowed.sum()), L),  # anti-diagonal cells measured, of L
                 "diagonal": w[:, i, i].mean(axis=-1)}  # (h,)
 
     def draw(fig, result, values):
@@ -336,7 +342,7 @@ def head_explorer(digits: str = "3 1 4 1 5 9 2 6", models: dict | None = None) -
 
         return [("mean entropy per head", per_head(result["entropy"])
                  + f" nats (uniform {np.log(len(result['cols'])):.2f})"),
-                ("anti-diagonal share", per_head(result["anti_diagonal"])),
+                (_anti_label(result), per_head(result["anti_diagonal"])),
                 ("diagonal share", per_head(result["diagonal"]))]
 
     return Explorer(controls, compute, draw, status, figsize=(8.4, 4.0),
@@ -386,9 +392,19 @@ def _one_head_figure(fig, result):
     return refresh
 
 
+def _anti_label(result):
+    """The status label of the anti-diagonal share; it names the cells a causal mask leaves."""
+    measured, L = result["anti_cells"]
+    if measured == L:
+        return "anti-diagonal share"
+    return f"anti-diagonal share (the {measured} of {L} cells the causal mask allows)"
+
+
 def _head_title(result, i):
+    measured, L = result["anti_cells"]
+    allowed = "" if measured == L else f" ({measured} allowed cells)"
     return (f"head {i}: entropy {result['entropy'][i]:.2f}\n"
-            f"anti-diagonal {result['anti_diagonal'][i]:.2f}")
+            f"anti-diagonal{allowed} {result['anti_diagonal'][i]:.2f}")
 
 
 def _one_head_title(result):

@@ -24,8 +24,8 @@ A figure of several panels builds each panel with its own small function that re
 them; :func:`join_panels` makes one fast path of them. :func:`assert_fast_path_matches_redraw`
 is the test that a fast path draws exactly what a full redraw draws.
 
-Builders return the explorer; they never display it. The notebook displays it in a cell marked
-``# NBVAL_IGNORE_OUTPUT`` and tests it in the next cell by setting a control's ``.value``.
+Builders return the explorer; they never display it. The notebook displays it in a cell tagged
+``nbval-ignore-output``; tests/test_widgets.py tests it by setting a control's ``.value``.
 
 DOM convention used by the browser tests (tests/e2e): the explorer has CSS class
 ``tx-explorer``; each control ``tx-control tx-control-<name> tx-kind-<kind>``; the figure

@@ -62,12 +62,13 @@ def mask_explorer(T: int = 8, n_pad: int = 3, seed: int = 0) -> Explorer:
     """The causal and padding masks in the three attentions of the reversal Transformer.
 
     The source is the first T - n_pad digits of MASK_DIGITS followed by n_pad <pad>; the decoder
-    reads <bos> and the reversed digits (teacher forcing), padded the same way. Every change runs
-    the model's encoder and decoder again with the masks chosen here: ``causal`` is the decoder
-    self-attention's causal mask, ``padding`` the padding masks (source keys in the encoder and
-    the cross-attention, target keys in the decoder). ``weights``: TRAINED (notebook 07) or
-    RANDOM (an untrained twin). The length T changes the axes (a full redraw, one cached figure
-    per T); everything else takes the fast path.
+    reads <bos> and the reversed digits (teacher forcing), padded the same way; the status shows
+    the argmax of that pass at each position (the correct digits fed in, not a greedy decode).
+    Every change runs the model's encoder and decoder again with the masks chosen here:
+    ``causal`` is the decoder self-attention's causal mask, ``padding`` the padding masks (source
+    keys in the encoder and the cross-attention, target keys in the decoder). ``weights``: TRAINED
+    (notebook 07) or RANDOM (an untrained twin). The length T changes the axes (a full redraw, one
+    cached figure per T); everything else takes the fast path.
     """
     if not 2 <= T <= MAX_LEN or not 0 <= n_pad <= T:
         raise ValueError(f"need 2 <= T <= {MAX_LEN} and 0 <= n_pad <= T; got T={T}, "
@@ -109,6 +110,8 @@ def mask_explorer(T: int = 8, n_pad: int = 3, seed: int = 0) -> Explorer:
                       for kind in MASK_KINDS)
         full = {kind: masks[kind].all(axis=-1) for kind in MASK_KINDS}  # (T_q,) each
         n_real = T - n_pad
+        # the most likely token at each real position of this teacher-forced pass (the correct
+        # digits fed in), not a greedy decode that feeds back its own outputs
         predicted = run["logits"].argmax(-1)[:n_real]  # (n_real,) token ids; <eos> by name
         return {"src_labels": src_labels, "tgt_labels": tgt_labels, "src": src, "tgt": tgt,
                 "maps": maps, "masks": masks, "shown": shown, "fully_blocked": full,
@@ -124,8 +127,8 @@ def mask_explorer(T: int = 8, n_pad: int = 3, seed: int = 0) -> Explorer:
              f"encoder {result['leak']['encoder self']:.2f}, cross {result['leak']['cross']:.2f}"),
             ("max weight on a blocked key", f"{result['blocked_weight']:.1f}"),
             ("fully blocked queries", f"{n_full} (zero weights)"),
-            ("the model's answer", f"{result['predicted'] or '(none)'} "
-                                   f"(reversal: {result['expected'] or '(none)'})"),
+            ("argmax at each position, correct digits fed in (teacher forcing)",
+             f"{result['predicted'] or '(none)'} (reversal: {result['expected'] or '(none)'})"),
         ]
 
     return Explorer(controls, compute, _mask_figure, status, link=follow_length,

@@ -48,6 +48,8 @@ def pieces_explorer(models: dict, text: str = "3 1 4 1 5 9", *, record: dict | N
     helpers.data.load_modern_models() (one per combination of PIECES); every combination
     also gets an untrained twin (weights drawn with `seed`), labelled random. Controls: the
     weights, the four pieces, the layer and the head (or their mean), and the digits (1 to 16).
+    The norm control switches the norm's placement and its type together (Post-LN LayerNorm or
+    pre-norm RMSNorm), as the trained grid does; notebook 09 sets the two apart in four more runs.
     The left panel is the chosen model's attention as it reads the digits, <bos> and the
     reversed digits (teacher forcing; grey cells are blocked by the causal mask); the right
     panel its exact match for every length from 1 to 16 digits (trained on 1 to 10): for a
