@@ -1,6 +1,6 @@
 """Diagrams of the data flow, drawn by code (matplotlib only, no images from elsewhere).
 
-One section per notebook that draws one: 01 (Q, K and V from one sequence and the n × n score
+One section per notebook that draws one: 01 (Q, K and V from one sequence and the T × T score
 matrix), 02 (the split into heads and the merge, with shapes), 05 (one block, Post-LN and
 Pre-LN, with its residual paths), 06 (the whole encoder–decoder: its three attentions, the mask
 each uses, the residuals and LayerNorms), 07 (the backward pass through the whole model), 09
@@ -18,7 +18,7 @@ from matplotlib.patches import ConnectionPatch, FancyBboxPatch
 # ── 01 · Q, K and V from one sequence
 
 def qkv_diagram(X, W_q, W_k, W_v, tokens=None, title=None, max_width=10.0):
-    """Q, K, V projected from ONE sequence X, the n × n scores, softmax, and weights @ V.
+    """Q, K, V projected from ONE sequence X, the T × T scores, softmax, and weights @ V.
 
     Every matrix is drawn as a small heatmap of the caller's numbers, one square per entry (so
     the picture's proportions are the shapes), with its name and its shape (computed) beside it.
@@ -63,13 +63,13 @@ def qkv_diagram(X, W_q, W_k, W_v, tokens=None, title=None, max_width=10.0):
         ax.text(0.5, y, f"{text}\n{symbols} = {shape[0]} × {shape[1]}", transform=ax.transAxes,
                 ha="center", va=va, fontsize=9, linespacing=1.2)
 
-    label(ax_x, "X", "n × d_model", X.shape)
-    label(ax_q, "Q = X W_q", "n × d_k", Q.shape)
-    label(ax_kt, "Kᵀ  (K = X W_k)", "d_k × n", K.T.shape)
-    label(ax_s, "S = Q Kᵀ / √d_k", "n × n", S.shape, "below")
-    label(ax_a, "A = softmax(S)", "n × n", A.shape)
-    label(ax_out, "out = A V", "n × d_v", out.shape)
-    label(ax_v, "V = X W_v", "n × d_v", V.shape, "below")
+    label(ax_x, "X", "T × d_model", X.shape)
+    label(ax_q, "Q = X W_q", "T × d_k", Q.shape)
+    label(ax_kt, "Kᵀ  (K = X W_k)", "d_k × T", K.T.shape)
+    label(ax_s, "S = Q Kᵀ / √d_k", "T × T", S.shape, "below")
+    label(ax_a, "A = softmax(S)", "T × T", A.shape)
+    label(ax_out, "out = A V", "T × d_v", out.shape)
+    label(ax_v, "V = X W_v", "T × d_v", V.shape, "below")
 
     def arrow(a, xy_a, b, xy_b, style="arc3", coords="axes fraction"):
         fig.add_artist(ConnectionPatch(xy_a, xy_b, coords, "axes fraction", axesA=a, axesB=b,
@@ -459,7 +459,7 @@ def backward_pass(model_or_config):
     helpers/training.py that computes it: d_logits = (p - q) / n, the output projection (tied:
     its gradient adds into the target embedding), the decoder blocks last first, d_memory summed
     over the decoder's N cross-attentions, the encoder blocks last first, the embeddings
-    (np.add.at). Every size is read from the configuration."""
+    (one_hot.T @ rows). Every size is read from the configuration."""
     c = getattr(model_or_config, "config", model_or_config)
     d, n, sv, tv = c.d_model, c.n_layers, f"{c.src_vocab:,}", f"{c.tgt_vocab:,}"
     shared = c.share_embeddings
@@ -482,7 +482,7 @@ def backward_pass(model_or_config):
         _arrow_06(ax, (cx, 0.33), (cx, 0.5), color="0.7", lw=0.8)
         name = "shared embedding" if shared else f"{side} embedding"
         back = ("Dropout.backward, then embedding_backward:\n"
-                "np.add.at, a repeated token's rows add up")
+                "one_hot.T @ rows: a repeated token's rows add up")
         back += "\nshared: one matrix, d_src + d_tgt" if shared else ""
         _pass_box_07(ax, x0, 0.5, w, h_embed, f"{name} ({vocab} × {d}) × √d_model + PE, dropout",
                      back, "embed")

@@ -107,7 +107,7 @@ def attention_backward(Q, K, V, weights, d_out):
 def sum_rows(a):
     """The sum of a (..., d) over every axis but the last, (d,): a.reshape(-1, d).sum(axis=0),
     computed as a matrix product with a row of ones, which is faster in NumPy (its sum down a
-    tall, narrow array is slow; BLAS is not)."""
+    tall, narrow array is slow; BLAS, the optimised matrix library NumPy calls, is not)."""
     a = as_real_array(a, "a")
     if a.ndim < 1:
         raise ValueError(f"a must have shape (..., d), got {a.shape}")
@@ -330,7 +330,7 @@ def embedding_backward(table, tokens, d_x, scale):
         d_table = np.zeros_like(table)
         np.add.at(d_table, ids, rows)
         return d_table * scale
-    one_hot = np.eye(len(table), dtype=table.dtype)[ids]  # (N, V)
+    one_hot = (ids[:, None] == np.arange(len(table))).astype(table.dtype)  # (N, V)
     return (one_hot.T @ rows) * scale  # (V, d_model)
 
 

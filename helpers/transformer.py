@@ -725,5 +725,6 @@ def online_attention(Q, K, V, mask=None, block_size=256):
         acc *= rescale
         acc += s @ V[..., keys, :]  # (..., T_q, d_v)
         m = m_new
+        del s  # free this block's scores before the next block's product
     acc /= np.where(l > 0, l, 1)  # fully blocked rows: 0 / 1 = 0
     return acc  # (..., T_q, d_v)

@@ -105,7 +105,8 @@ def learn_bpe(word_counts, n_merges):
         for pair in zip(symbols, symbols[1:]):
             pairs[pair] += counts[i]
             where[pair].add(i)
-    heap = [(-n, _descending(pair), pair) for pair, n in pairs.items()]
+    keys = {pair: _descending(pair) for pair in pairs}  # each pair's heap key, made once
+    heap = [(-n, keys[pair], pair) for pair, n in pairs.items()]
     heapq.heapify(heap)  # the most frequent pair on top; stale entries are skipped when popped
     merges = []
     while len(merges) < n_merges and heap:
@@ -115,20 +116,23 @@ def learn_bpe(word_counts, n_merges):
         if -minus_n < 2:
             break
         merges.append(best)
-        changed = set()
+        joined, change = best[0] + best[1], Counter()  # pair -> how much its count changes
         for i in where.pop(best):
             old, new = spelled[i], merge_pair(spelled[i], best)
             for pair in zip(old, old[1:]):
-                pairs[pair] -= counts[i]
-                changed.add(pair)
+                change[pair] -= counts[i]
             for pair in zip(new, new[1:]):
-                pairs[pair] += counts[i]
-                where[pair].add(i)
-                changed.add(pair)
+                change[pair] += counts[i]
+                if joined in pair:  # a pair this merge made: word i has it now
+                    where[pair].add(i)
             spelled[i] = new
-        for pair in changed:
+        for pair, delta in change.items():
+            if delta == 0:
+                continue  # its count and its heap entry stay as they are
+            pairs[pair] += delta
             if pairs[pair] > 0:
-                heapq.heappush(heap, (-pairs[pair], _descending(pair), pair))
+                keys[pair] = keys.get(pair) or _descending(pair)
+                heapq.heappush(heap, (-pairs[pair], keys[pair], pair))
             else:
                 del pairs[pair]
     return merges

@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_NOTE = "[interactive explorer: run this notebook in JupyterLab to use it]"
+WIDGET_NOTES = {"TrainingMonitor": "[live training monitor: run in JupyterLab]"}  # by widget class
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 
 
@@ -50,7 +51,9 @@ def normalise(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
         for out in cell.get("outputs", []):
             data = out.get("data")
             if data and WIDGET_VIEW in data:
-                out["data"] = {"text/plain": WIDGET_NOTE}
+                plain = data.get("text/plain", "")  # the widget's repr: its class, then "("
+                plain = "".join(plain) if isinstance(plain, list) else plain
+                out["data"] = {"text/plain": WIDGET_NOTES.get(plain.split("(")[0], WIDGET_NOTE)}
             out.get("metadata", {}).pop("transient", None)
     return nb
 

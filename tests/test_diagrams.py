@@ -61,11 +61,11 @@ def test_qkv_diagram_labels_its_shapes_from_the_arrays(n, d_model, d_k, d_v):
     fig = diagrams.qkv_diagram(X, *W, tokens=tokens, title="RANDOM weights")
     try:
         shown = "\n".join(texts(fig))
-        for expected in (f"n × d_model = {n} × {d_model}", f"n × d_k = {n} × {d_k}",
-                         f"d_k × n = {d_k} × {n}", f"n × n = {n} × {n}",
-                         f"n × d_v = {n} × {d_v}", "Q = X W_q", "V = X W_v", "S = Q Kᵀ / √d_k"):
+        for expected in (f"T × d_model = {n} × {d_model}", f"T × d_k = {n} × {d_k}",
+                         f"d_k × T = {d_k} × {n}", f"T × T = {n} × {n}",
+                         f"T × d_v = {n} × {d_v}", "Q = X W_q", "V = X W_v", "S = Q Kᵀ / √d_k"):
             assert expected in shown, expected
-        assert shown.count(f"n × n = {n} × {n}") == 2  # the scores and the weights
+        assert shown.count(f"T × T = {n} × {n}") == 2  # the scores and the weights
         assert_legible(fig)
     finally:
         plt.close(fig)
@@ -259,7 +259,7 @@ def test_backward_pass_reads_its_sizes_and_names_the_real_functions():
     n, d, v = (getattr(cases["reversal, tied"], k) for k in ("n_layers", "d_model", "tgt_vocab"))
     for part in (f"d_model = {d}", f"N = {n}", f"target embedding ({v} × {d})",
                  f"d_logits (B, T, {v})", f"d_memory (B, S, {d})",
-                 f"Σ dK + dV over the N = {n} blocks", "d_logits = (p − q) / n", "np.add.at"):
+                 f"Σ dK + dV over the N = {n} blocks", "d_logits = (p − q) / n", "one_hot.T @ rows"):
         assert part in untied and part in tied, part
     assert untied.count("DecoderBlock.backward") == untied.count("EncoderBlock.backward") == n
     assert f"decoder block {n - 1}:" in untied and f"decoder block {n}:" not in untied  # from 0

@@ -57,12 +57,15 @@ class Case:
     """One call: `label` says what it tests (shown in messages); `args` are passed positionally,
     `kwargs` by name (every call gets deep copies of them). `make` (optional) builds the
     arguments afresh for every call instead, for arguments a deep copy would not reset (06.2's
-    toy model counts its calls)."""
+    toy model counts its calls). `probe` (optional) makes the call itself, probe(fn, *args,
+    **kwargs), and returns what is compared instead of fn's result (08.3 measures the memory a
+    call takes)."""
 
     label: str
     args: tuple = ()
     kwargs: dict = field(default_factory=dict)
     make: Callable[[], tuple[tuple, dict]] | None = None
+    probe: Callable | None = None
 
     def arguments(self):
         if self.make is not None:
@@ -128,6 +131,8 @@ def _call(fn, case):
     args, kwargs = copy.deepcopy(case.arguments())  # a function that changes its input in place
     # (x -= x.max()) must not change the case for the next call
     with np.errstate(all="ignore"):  # a wrong softmax overflows: that is for us to report
+        if case.probe is not None:
+            return case.probe(fn, *args, **kwargs)
         return fn(*args, **kwargs)
 
 
@@ -163,6 +168,10 @@ def same(a, b, rtol=RTOL, atol=ATOL):
             return False
     if a.dtype.kind == "b" or b.dtype.kind == "b":
         return a.dtype == b.dtype and bool(np.array_equal(a, b))
+    if a.dtype.kind == "f" and a.dtype.itemsize < 8:  # float32 (or 16) expected: kept, and
+        if b.dtype != a.dtype:  # compared at its own precision
+            return False
+        rtol, atol = max(rtol, 1e-4), max(atol, 1e-6)
     with np.errstate(all="ignore"):  # rtol relative to a, the expected value
         return bool(np.allclose(b, a, rtol=rtol, atol=atol, equal_nan=True))
 
@@ -273,6 +282,9 @@ def _part_difference(name, e, g, rtol, atol):
         return name, "", f"shape {e_arr.shape}", f"shape {g_arr.shape}"
     if e_arr.dtype != g_arr.dtype and "b" in (e_arr.dtype.kind, g_arr.dtype.kind):
         if np.array_equal(e_arr.astype(float), g_arr.astype(float)):
+            return name, "", f"dtype {e_arr.dtype}", f"dtype {g_arr.dtype} (the same values)"
+    if e_arr.dtype != g_arr.dtype and e_arr.dtype.kind == "f" and e_arr.dtype.itemsize < 8:
+        if np.allclose(e_arr, g_arr, rtol=1e-4, atol=1e-6, equal_nan=True):  # float32 expected
             return name, "", f"dtype {e_arr.dtype}", f"dtype {g_arr.dtype} (the same values)"
     if e_arr.ndim >= 2:
         with np.errstate(all="ignore"):

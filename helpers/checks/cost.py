@@ -1,5 +1,7 @@
 """Exercises of notebook 08: what attention costs, and attention without the n x n matrix."""
 
+import tracemalloc
+
 import numpy as np
 
 from helpers.checks.core import Case, Exercise, Mistake
@@ -121,12 +123,14 @@ MEMORY = Exercise(
 
 def _online(Q, K, V, block_size, *, rescale_sum=True, rescale_out=True, invert=False,
             divide=True, partial=True, store_max=True, use_max=True, m0=-np.inf, scale=True,
-            per_query=True, first_block_max=False):
+            per_query=True, first_block_max=False, dtype=None):
     """The online softmax of notebook 08 §3, with switches that turn on one mistake each."""
+    dtype = dtype or Q.dtype  # the running sums in the inputs' dtype
     if scale:
-        Q = Q / np.sqrt(Q.shape[-1])
-    m = np.full((*Q.shape[:-1], 1), m0)
-    ell, a = np.zeros((*Q.shape[:-1], 1)), np.zeros((*Q.shape[:-1], V.shape[-1]))
+        Q = Q / np.sqrt(Q.shape[-1], dtype=dtype)
+    m = np.full((*Q.shape[:-1], 1), m0, dtype=dtype)
+    ell = np.zeros((*Q.shape[:-1], 1), dtype=dtype)
+    a = np.zeros((*Q.shape[:-1], V.shape[-1]), dtype=dtype)
     T_k = K.shape[-2]
     stop = T_k if partial else T_k - T_k % block_size
     for j in range(0, stop, block_size):
@@ -179,6 +183,27 @@ def _case(label, qkv, block_size):
     return Case(label, qkv, {"block_size": block_size})
 
 
+def _memory(fn, Q, K, V, block_size):
+    """What one call allocates at its peak (tracemalloc), as a verdict: whether it stayed below
+    half of one float64 (T_q, T_k) matrix of scores, which an online softmax never builds."""
+    scores = Q.shape[-2] * K.shape[-2] * 8  # bytes of one (T_q, T_k) float64 matrix
+    tracing = tracemalloc.is_tracing()  # someone else's measurement: keep it running
+    if tracing:
+        tracemalloc.reset_peak()
+    else:
+        tracemalloc.start()
+    try:
+        fn(Q, K, V, block_size=block_size)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        if not tracing:
+            tracemalloc.stop()
+    if peak < scores / 2:
+        return "its peak memory stays below half of one T_q x T_k matrix of scores"
+    return (f"its peak memory is {peak / 1e6:.1f} MB, at least half of one T_q x T_k matrix of "
+            f"scores ({scores / 1e6:.1f} MB): the whole matrix was built")
+
+
 _SECTION_6 = "08 §3 · Attention without the n × n matrix"
 
 ONLINE = Exercise(
@@ -198,6 +223,11 @@ ONLINE = Exercise(
               "(block_size = 16 > T_k = 6)", _low(), 16),
         _case("scores near +1000 (query 0) and -1000 (query 1), 5 keys in blocks of 2",
               _extreme(), 2),
+        _case("float32 Q, K and V: 3 queries, 9 keys in blocks of 4 (the output stays float32)",
+              tuple(x.astype(np.float32) for x in _qkv((), 3, 9, 4, 3)), 4),
+        Case("64 queries and 4,096 keys in blocks of 256, d_k = d_v = 16: the memory it takes "
+             "(tracemalloc), which must stay below half of one 64 x 4,096 float64 matrix of "
+             "scores (1 MB)", _qkv((), 64, 4096, 16, 16), {"block_size": 256}, probe=_memory),
     ),
     mistakes=(
         Mistake("online-no-rescale",
@@ -248,6 +278,11 @@ ONLINE = Exercise(
                 "the running maximum starts at 0, not -inf: a query whose scores are all far "
                 "below 0 (like -1000) underflows to 0 / 0",
                 _SECTION_6, _mistake(m0=0.0)),
+        Mistake("online-float32-to-float64",
+                "float32 inputs give a float64 output: the running sums were made with "
+                "np.zeros or np.full, which are float64 unless told; make them in Q's dtype "
+                "(dtype=Q.dtype), as the notebook does",
+                _SECTION_6, _mistake(dtype=np.float64)),
         Mistake("online-no-scaling",
                 "the scores are not divided by √d_k",
                 "01 §4 · Why divide by √d_k", _mistake(scale=False)),

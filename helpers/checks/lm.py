@@ -45,8 +45,8 @@ _SECTION_2 = "10 §2 · Windows, and the next character as the target"
 NEXT_TOKEN_LOSS = Exercise(
     key="10.1", name="next_token_loss", reference=_next_token_loss, see=_SECTION_2,
     cases=(
-        Case("B = 1, T = 3, 2 tokens, every logit 0 (by hand: each of the 2 predictions gives "
-             "the right token probability 1/2, so the loss is ln 2 = 0.693)",
+        Case("B = 1, T = 3, a vocabulary of 2, every logit 0 (by hand: each of the 2 "
+             "predictions gives the right token probability 1/2, so the loss is ln 2 = 0.693)",
              (np.zeros((1, 3, 2)), np.array([[0, 1, 1]]))),
         Case("B = 2, T = 5, 4 tokens", _case_tokens(2, 5, 4)),
         Case("B = 3, T = 4, 6 tokens, logits up to about 1000 (a softmax without its maximum "
