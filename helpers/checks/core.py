@@ -50,6 +50,12 @@ __all__ = ["Answer", "Case", "Exercise", "Mistake", "Result", "answer", "names_r
            "names_read_in_source", "run", "same", "time_limit", "verdict"]
 
 RTOL, ATOL = 1e-6, 1e-9  # float64 references: far above rounding, far below any real mistake
+RTOL_32, ATOL_32 = 1e-4, 1e-6  # a float32 (or float16) reference: its own precision
+
+
+def _low_precision(a) -> bool:
+    """Whether the expected array is float32 or float16: the result must keep that dtype."""
+    return a.dtype.kind == "f" and a.dtype.itemsize < 8
 
 
 @dataclass(frozen=True)
@@ -168,10 +174,10 @@ def same(a, b, rtol=RTOL, atol=ATOL):
             return False
     if a.dtype.kind == "b" or b.dtype.kind == "b":
         return a.dtype == b.dtype and bool(np.array_equal(a, b))
-    if a.dtype.kind == "f" and a.dtype.itemsize < 8:  # float32 (or 16) expected: kept, and
-        if b.dtype != a.dtype:  # compared at its own precision
+    if _low_precision(a):  # float32 expected: kept, and compared at its own precision
+        if b.dtype != a.dtype:
             return False
-        rtol, atol = max(rtol, 1e-4), max(atol, 1e-6)
+        rtol, atol = max(rtol, RTOL_32), max(atol, ATOL_32)
     with np.errstate(all="ignore"):  # rtol relative to a, the expected value
         return bool(np.allclose(b, a, rtol=rtol, atol=atol, equal_nan=True))
 
@@ -283,8 +289,8 @@ def _part_difference(name, e, g, rtol, atol):
     if e_arr.dtype != g_arr.dtype and "b" in (e_arr.dtype.kind, g_arr.dtype.kind):
         if np.array_equal(e_arr.astype(float), g_arr.astype(float)):
             return name, "", f"dtype {e_arr.dtype}", f"dtype {g_arr.dtype} (the same values)"
-    if e_arr.dtype != g_arr.dtype and e_arr.dtype.kind == "f" and e_arr.dtype.itemsize < 8:
-        if np.allclose(e_arr, g_arr, rtol=1e-4, atol=1e-6, equal_nan=True):  # float32 expected
+    if e_arr.dtype != g_arr.dtype and _low_precision(e_arr):
+        if np.allclose(e_arr, g_arr, rtol=RTOL_32, atol=ATOL_32, equal_nan=True):
             return name, "", f"dtype {e_arr.dtype}", f"dtype {g_arr.dtype} (the same values)"
     if e_arr.ndim >= 2:
         with np.errstate(all="ignore"):
