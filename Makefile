@@ -64,8 +64,9 @@ lab: $(STAMP) $(LAB_OVERRIDES)
 	  "class servers do); JupyterLab starts as root only with --allow-root, so it gets it"; fi
 	$(BIN)/jupyter lab notebooks/ $$([ "$$(id -u)" = 0 ] && echo --allow-root) $(LAB_ARGS)
 
-# One pytest worker per logical CPU, at most 4; a notebook's cells stay together in one worker
-# (--dist loadfile). TEST_WORKERS=0 runs everything in this process. Each worker, and the kernels
+# One pytest worker per logical CPU, at most 4; a notebook's cells, and a test file with a
+# module-scoped fixture, stay together in one worker, every other test is spread on its own
+# (--dist loadgroup, as tests/conftest.py schedules it). TEST_WORKERS=0 runs everything in this process. Each worker, and the kernels
 # it starts, gets one BLAS thread unless the caller chose a number: two workers with a thread per
 # core each would oversubscribe the cores, and OpenBLAS threads that wait for a core spin (on 2
 # cores `make test` took 7 minutes instead of 2.3).
@@ -77,7 +78,7 @@ test: export OPENBLAS_NUM_THREADS ?= 1
 test: export PYTHONPYCACHEPREFIX ?= $(abspath $(VENV))/pycache
 test: export PYTHONDONTWRITEBYTECODE :=
 test: $(STAMP) $(LAB_OVERRIDES)
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 e2e: $(E2E_STAMP)
 	@test -x $(CHROMIUM) || { echo "no $(CHROMIUM): apt-get install -y chromium fonts-dejavu-core"; exit 1; }

@@ -112,7 +112,8 @@ def heads_diagram(x, n_heads, *, cell=0.22):
     Every stage's shape is computed by running the step on `x` itself (reshape, swap axes,
     attention keeps the shape, swap back, reshape, W_o keeps d_model), and each stage is drawn
     as the cells of sequence 0, coloured by the head their feature belongs to: rows framed by
-    token before the swap, tiles framed by head after it. Returns the figure.
+    token before the swap, tiles framed by head after it. The output after W_o is grey: each of
+    its features mixes all heads. Returns the figure.
     """
     x = np.asarray(x)
     if x.ndim != 3:
@@ -140,13 +141,14 @@ def heads_diagram(x, n_heads, *, cell=0.22):
     bottom = [("heads' outputs", split, "heads", ("B", "h", "T", "d_k")),
               ("heads side by side", back, "cut", ("B", "T", "h", "d_k")),
               ("Concat(heads)", merged, "flat", ("B", "T", "d_model")),
-              ("output = Concat W_o", merged @ np.zeros((d_model, d_model)), "flat",
-               ("B", "T", "d_model"))]
+              ("output = Concat W_o\n(mixes all heads)", merged @ np.zeros((d_model, d_model)),
+               "mixed", ("B", "T", "d_model"))]
     ops_top = ["@ W_q", "reshape", "swap T, h"]
     ops_bottom = ["swap back", "reshape", "@ W_o"]
 
     gap_cut, gap_heads, arrow = 0.6 * cell, 2.2 * cell, 1.9
-    widths = {"flat": d_model * cell, "cut": d_model * cell + (h - 1) * gap_cut,
+    widths = {"flat": d_model * cell, "mixed": d_model * cell,
+              "cut": d_model * cell + (h - 1) * gap_cut,
               "heads": d_model * cell + (h - 1) * gap_heads}
     height = T * cell
     fig, ax = plt.subplots(figsize=(10.5, 3.9), layout="constrained")
@@ -154,13 +156,14 @@ def heads_diagram(x, n_heads, *, cell=0.22):
 
     def draw_stage(x0, y0, kind):
         """Cells of sequence 0 with lower left corner (x0, y0); frames by token or head."""
-        step = {"flat": 0.0, "cut": gap_cut, "heads": gap_heads}[kind]
+        step = {"flat": 0.0, "mixed": 0.0, "cut": gap_cut, "heads": gap_heads}[kind]
         for t in range(T):
             for c in range(d_model):
                 head = c // d_k
                 left = x0 + c * cell + head * step
+                colour = "0.6" if kind == "mixed" else HEAD_COLOURS[head]  # W_o mixes the heads
                 ax.add_patch(plt.Rectangle((left, y0 + (T - 1 - t) * cell), cell, cell,
-                                           facecolor=HEAD_COLOURS[head], edgecolor="white",
+                                           facecolor=colour, edgecolor="white",
                                            linewidth=0.6))
         frame = {"lw": 1.2, "edgecolor": "black", "facecolor": "none"}
         if kind == "heads":

@@ -215,7 +215,7 @@ def test_exercise_notebook_structure(path):
     found = parts(nb)
     number = path.name[:2]
     assert list(found) == [k for k in checks.CATALOGUE if k.startswith(number + ".")]
-    assert 2 <= len(found) <= 5, f"{len(found)} exercises"
+    assert 2 <= len(found) <= 6, f"{len(found)} exercises"
     for key, cells in found.items():
         assert list(cells) == ["stub", "check", "hint", "solution"], (key, list(cells))
         ex = checks.CATALOGUE[key]

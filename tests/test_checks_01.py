@@ -101,6 +101,14 @@ def attention_softmax_over_queries(Q, K, V, mask=None):
     return weights @ V, weights
 
 
+def attention_k_t(Q, K, V, mask=None):
+    scores = np.matmul(Q, K.T) / math.sqrt(K.shape[-1])  # "K transposed", as on paper
+    if mask is not None:
+        scores = np.where(mask, -np.inf, scores)
+    weights = _good_softmax(scores)
+    return np.matmul(weights, V), weights
+
+
 def attention_values_are_keys(Q, K, V, mask=None):
     _, weights = _attention(Q, K, V, mask)
     return weights @ K, weights
@@ -207,6 +215,7 @@ WRONG = {
     "attention-scaled-by-sqrt-num-keys": attention_scaled_by_sqrt_T_k,
     "attention-times-sqrt-d_k": attention_times_sqrt_d_k,
     "attention-softmax-over-queries": attention_softmax_over_queries,
+    "attention-k-transposed": attention_k_t,
     "attention-values-are-keys": attention_values_are_keys,
     "mask-after-softmax": mask_after_softmax,
     "mask-inverted": mask_inverted,
@@ -229,18 +238,23 @@ WRONG = {
 def test_the_hand_case_is_notebook_01s_and_its_label_says_true():
     sdpa = checks.exercise("01.2")
     case = sdpa.cases[0]
-    assert case.label == ("notebook 01's hand case: query 2 gets weights [0.1978 0.4011 0.4011], "
-                          "output [2.2033 2.4067]")
+    assert case.label == ("notebook 01's hand case, row i for query i: query 0 gets weights "
+                          "[0.4011 0.1978 0.4011], output[0] = [2.4067 2.2033]; query 2 gets "
+                          "weights [0.1978 0.4011 0.4011], output[2] = [2.2033 2.4067]")
     Q, K, V = case.args
-    scores = [sum(q * k for q, k in zip(Q[2], key)) / math.sqrt(2) for key in K]  # by math only
-    by_hand = [math.exp(s) / sum(math.exp(t) for t in scores) for s in scores]
-    out = [sum(w * v[j] for w, v in zip(by_hand, V)) for j in range(2)]
-    assert np.array_equal(np.round(by_hand, 4), [0.1978, 0.4011, 0.4011])
-    assert np.array_equal(np.round(out, 4), [2.2033, 2.4067])
     output, weights = sdpa.reference(Q, K, V)
-    assert np.allclose(weights[2], by_hand, rtol=0, atol=1e-15)
-    assert np.allclose(output[2], out, rtol=0, atol=1e-14)
+    for i, (w_i, out_i) in {0: ([0.4011, 0.1978, 0.4011], [2.4067, 2.2033]),
+                            2: ([0.1978, 0.4011, 0.4011], [2.2033, 2.4067])}.items():
+        scores = [sum(q * k for q, k in zip(Q[i], key)) / math.sqrt(2) for key in K]  # by math
+        by_hand = [math.exp(s) / sum(math.exp(t) for t in scores) for s in scores]
+        out = [sum(w * v[j] for w, v in zip(by_hand, V)) for j in range(2)]
+        assert np.array_equal(np.round(by_hand, 4), w_i)
+        assert np.array_equal(np.round(out, 4), out_i)
+        assert np.allclose(weights[i], by_hand, rtol=0, atol=1e-15)
+        assert np.allclose(output[i], out, rtol=0, atol=1e-14)
     assert not np.allclose(weights @ K, weights @ V)  # values-are-keys shows on this case
+    message = checks.run(sdpa, attention_no_scaling).message  # row 0 is shown: the label has it
+    assert "\n  expected output[0]: [2.407 2.203]\n" in message, message
 
 
 def test_the_additive_mask_gives_a_blocked_query_the_unmasked_softmax():
@@ -290,3 +304,20 @@ def test_the_far_apart_softmax_case_is_its_label_and_catches_a_global_maximum():
 def test_the_batched_attention_case_has_as_many_keys_as_no_key_has_width():
     Q, K, V = checks.exercise("01.2").cases[-1].args
     assert K.ndim == 3 and K.shape[-2] != K.shape[-1]  # √T_k and √d_k give different scores
+
+
+def test_k_t_is_named_on_the_batch_and_other_errors_there_are_still_errors():
+    result = checks.check(attention_k_t, "01.2")
+    assert result.mistakes == ("attention-k-transposed",), result.message
+    assert ("  got      output: \"raised ValueError: a matrix product's shapes do not fit\"\n"
+            in result.message) and "case: a batch of 2" in result.message
+    assert result.message.endswith("See 01 §2 · All the scores at once (swapaxes, not .T).")
+
+    def scaled_dot_product_attention(Q, K, V, mask=None):  # raises on the batch, not in a product
+        if Q.ndim > 2:
+            raise ValueError("no batches here")
+        return attention_k_t(Q, K, V, mask)
+
+    result = checks.check(scaled_dot_product_attention)
+    assert result.status == "error" and "ValueError: no batches here" in result.message
+    assert 'raise ValueError("no batches here")' in result.message  # the learner's line

@@ -156,7 +156,32 @@ def _mha_with(split, merge):
     return layer
 
 
+# ── 02.4 · a head that attends to the previous token ─────────────────────────────────────────
+
+
+def head_next_token(d_model):
+    W_q = np.zeros((d_model, d_model))
+    for t in range(d_model - 1):
+        W_q[t, t + 1] = 50.0  # "query t points at position t + 1": the shift the wrong way
+    return W_q, np.eye(d_model)
+
+
+def head_looks_at_itself(d_model):
+    shift = np.zeros((d_model, d_model))
+    for t in range(1, d_model):
+        shift[t, t - 1] = 50.0
+    return shift, shift  # the same shift on both sides cancels: q_t · k_s peaks at s = t
+
+
+def head_too_soft(d_model):
+    W_q = np.diag(np.ones(d_model - 1), k=-1)  # the right shift, with score 1 / √d_k
+    return W_q, np.identity(d_model)
+
+
 WRONG = {
+    "head-next-token": head_next_token,
+    "head-looks-at-itself": head_looks_at_itself,
+    "head-too-soft": head_too_soft,
     "split-reshape-without-transpose": split_reshape_without_transpose,
     "split-swaps-last-two-axes": split_swaps_last_two_axes,
     "split-fixed-axes": split_fixed_axes,
@@ -217,3 +242,31 @@ def test_weights_averaged_over_heads_are_named_with_pytorchs_flag():
     assert "average_attn_weights=True" in result.message
     assert "  expected weights: shape (2, 3, 3)\n  got      weights: shape (3, 3)\n" in (
         result.message)  # the output is right: the hand case shows the weights' shape
+
+
+def test_the_previous_token_hand_case_and_what_a_head_returning_wrong_shapes_is_told():
+    ex = checks.exercise("02.4")
+    case = ex.cases[0]
+    assert "d_model = 3, T = 3" in case.label and "-> [0, 1]" in case.label
+    looked = case.probe(ex.reference, *case.args)
+    assert list(looked.values()) == [[0, 1], True]
+    # the task's worked example, W_q = W_k = I on 3 positions: query 2 puts
+    # e^(1/√3) / (e^(1/√3) + 2) = 0.47 on itself
+    w = np.exp(1 / np.sqrt(3)) / (np.exp(1 / np.sqrt(3)) + 2)
+    assert round(float(w), 2) == 0.47
+    identity = case.probe(lambda d: (np.eye(d), np.eye(d)), 3)
+    assert list(identity.values()) == [[1, 2], False]
+    for case in ex.cases:  # the reference is sharp everywhere, the too-soft head nowhere
+        assert list(case.probe(ex.reference, *case.args).values())[1] is True
+        assert list(case.probe(head_too_soft, *case.args).values())[1] is False
+
+    def previous_token_head(d_model):  # the keys shifted the other way: also right
+        return np.eye(d_model) * 40, np.eye(d_model, k=1)
+
+    assert checks.check(previous_token_head)
+
+    def previous_token_head(d_model):  # noqa: F811 (a single vector, not a pair)
+        return np.eye(d_model, k=-1)
+
+    result = checks.check(previous_token_head)
+    assert result.status == "wrong" and "not a pair (W_q, W_k) of arrays" in result.message

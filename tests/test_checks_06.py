@@ -246,7 +246,60 @@ def one_step_too_few(next_logits, bos_id, eos_id, max_steps):
     return out
 
 
+# ── 06.3 · the parameter count of a configuration ─────────────────────────────────────────────
+
+
+def _linear(n_in, n_out, bias=True):
+    return n_in * n_out + (n_out if bias else 0)
+
+
+def _learner_count(c, *, bias=True, norms=True, twice=False, tied_counted=False, cross=True,
+                   dec_norms=3, final=True, ffn_mats=2, d_ff=None, per_head_full=False,
+                   blocks=None, pe=False, out_bias=True):
+    """A learner's count, walked through the model part by part, with switches for the ways it
+    goes wrong (each WRONG function below sets one)."""
+    d = c.d_model
+    f = c.d_ff if d_ff is None else d_ff(c)
+    if per_head_full:  # "every head has its own W_q, W_k, W_v"
+        attn = c.n_heads * 3 * _linear(d, d, bias) + _linear(d, d, bias)
+    else:
+        attn = 4 * _linear(d, d, bias)
+    ffn = _linear(d, f, bias) + (_linear(f, d, bias) if ffn_mats == 2 else 0)
+    ln = 2 * d if norms else 0
+    n = c.n_layers if blocks is None else blocks
+    total = n * (attn + ffn + 2 * ln)  # the encoder
+    total += n * ((2 if cross else 1) * attn + ffn + dec_norms * ln)  # the decoder
+    if c.norm_first and final:
+        total += 2 * ln  # one final LayerNorm per stack
+    total += c.src_vocab * d
+    if not c.share_embeddings or twice:
+        total += c.tgt_vocab * d
+    if not c.tie_output or tied_counted:
+        total += _linear(d, c.tgt_vocab, bias and out_bias)
+    return total + (c.max_len * d if pe else 0)
+
+
+def wrong_count(**switches):
+    """A learner's count_parameters with one of `_learner_count`'s switches set."""
+    def count_parameters(config):
+        return _learner_count(config, **switches)
+    return count_parameters
+
+
 WRONG = {
+    "params-no-biases": wrong_count(bias=False),
+    "params-no-output-bias": wrong_count(out_bias=False),
+    "params-no-layernorm": wrong_count(norms=False),
+    "params-shared-counted-twice": wrong_count(twice=True),
+    "params-tied-output-counted": wrong_count(tied_counted=True),
+    "params-no-cross-attention": wrong_count(cross=False),
+    "params-decoder-two-norms": wrong_count(dec_norms=2),
+    "params-no-final-norm": wrong_count(final=False),
+    "params-ffn-one-matrix": wrong_count(ffn_mats=1),
+    "params-d_ff-assumed-4-d_model": wrong_count(d_ff=lambda c: 4 * c.d_model),
+    "params-heads-full-width": wrong_count(per_head_full=True),
+    "params-one-layer": wrong_count(blocks=1),
+    "params-positional-encoding-counted": wrong_count(pe=True),
     "decoder-cross-kv-from-decoder": cross_kv_from_decoder,
     "decoder-cross-query-from-memory": cross_query_from_memory,
     "decoder-cross-values-from-decoder": cross_values_from_decoder,
@@ -387,3 +440,30 @@ def test_a_residual_added_after_the_norm_is_shown_on_the_nonlinear_hand_case():
     assert ("  case: by hand, with toy norms that are not linear" in result.message
             and "  expected result[0, 0]: [12]\n  got      result[0, 0]: [18]\n" in result.message
             ), result.message  # the first hand case's norms, h + k, cannot show it
+
+
+def test_the_parameter_counts_are_the_built_models_and_the_hand_case_is_171():
+    from helpers.transformer import Transformer
+
+    ex = checks.exercise("06.3")
+    (hand,), _ = ex.cases[0].arguments()
+    # by hand (d = 2, d_ff = 3): attention 4 (2·2 + 2) = 24, FFN (2·3 + 3) + (3·2 + 2) = 17,
+    # LayerNorm 2·2 = 4; embeddings 5·2 + 7·2 = 24, encoder 24 + 17 + 2·4 = 49, decoder
+    # 2·24 + 17 + 3·4 = 77, output 2·7 + 7 = 21
+    assert (24 + 49 + 77 + 21, "24 + 49 + 77 + 21 = 171") == (171, ex.cases[0].label[-23:])
+    assert ex.reference(hand) == 171 and _learner_count(hand) == 171
+    for case in ex.cases:
+        (config,), _ = case.arguments()
+        expected = ex.reference(config)
+        assert _learner_count(config) == expected, case.label  # the tests' own count agrees
+        if expected < 100_000:  # the paper's base model (63.1M) is counted, not built
+            model = Transformer.from_config(config, np.random.default_rng(0))
+            assert sum(p.size for p in model.parameters().values()) == expected, case.label
+    assert round(ex.reference(ex.cases[-1].arguments()[0][0]) / 1e6, 1) == 63.1
+
+
+def test_a_count_off_by_a_few_on_the_paper_model_alone_fails():
+    ex = checks.exercise("06.3")
+    result = checks.run(ex, lambda c: _learner_count(c) + (c.src_vocab == 37_000))
+    assert result.status == "wrong" and "63082497" in result.message, result.message
+    assert checks.check(lambda c: _learner_count(c), "06.3")  # the learner's own count passes

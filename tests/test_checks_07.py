@@ -318,6 +318,92 @@ def gradient_check_max_denominator(f, x, g):
     return _norm(g - n) / max(_norm(g), _norm(n))  # "relative to the larger of the two"
 
 
+# ── 07.6 · RMSNorm backward ───────────────────────────────────────────────────────────────────
+
+
+def _rms(x, eps):
+    return np.sqrt(np.square(x).mean(axis=-1, keepdims=True) + eps)
+
+
+def _d_gamma(d_out, x_hat):
+    return (d_out * x_hat).reshape(-1, x_hat.shape[-1]).sum(axis=0)
+
+
+def rms_backward_layer_norm_mean_term(d_out, x, gamma, eps=1e-5):
+    r = _rms(x, eps)
+    x_hat, g = x / r, gamma * d_out  # "LayerNorm's rule, with x_hat = x / rms"
+    d_x = (g - g.mean(-1, keepdims=True) - x_hat * (g * x_hat).mean(-1, keepdims=True)) / r
+    return d_x, _d_gamma(d_out, x_hat)
+
+
+def rms_backward_rms_held_constant(d_out, x, gamma, eps=1e-5):
+    r = _rms(x, eps)
+    return gamma * d_out / r, _d_gamma(d_out, x / r)  # "y = gamma * x / rms: divide by rms"
+
+
+def rms_backward_not_divided_by_rms(d_out, x, gamma, eps=1e-5):
+    x_hat = x / _rms(x, eps)
+    g = d_out * gamma
+    return g - x_hat * np.mean(g * x_hat, axis=-1, keepdims=True), _d_gamma(d_out, x_hat)
+
+
+def rms_backward_eps_outside_root(d_out, x, gamma, eps=1e-5):
+    n = x.shape[-1]
+    r = np.linalg.norm(x, axis=-1, keepdims=True) / np.sqrt(n) + eps
+    g = gamma * d_out
+    d_x = g / r - x * np.sum(g * x, axis=-1, keepdims=True) / (n * r**3)
+    return d_x, _d_gamma(d_out, x / r)
+
+
+def rms_backward_no_eps(d_out, x, gamma, eps=1e-5):
+    n = x.shape[-1]
+    d_x, d_gamma = np.empty_like(x), np.zeros(n)
+    for i in np.ndindex(x.shape[:-1]):
+        r = np.sqrt(x[i] @ x[i] / n)  # "eps only guards against 0"
+        jac = (np.eye(n) - np.outer(x[i], x[i]) / (n * r**2)) / r
+        d_x[i] = jac.T @ (gamma * d_out[i])
+        d_gamma += d_out[i] * x[i] / r
+    return d_x, d_gamma
+
+
+def rms_backward_eps_argument_ignored(d_out, x, gamma, eps=1e-5):
+    r = _rms(x, 1e-5)  # "Llama's eps"
+    x_hat, g = x / r, d_out * gamma
+    return (g - x_hat * (g * x_hat).mean(-1, keepdims=True)) / r, _d_gamma(d_out, x_hat)
+
+
+def rms_backward_gamma_forgotten(d_out, x, gamma, eps=1e-5):
+    r = _rms(x, eps)
+    x_hat = x / r
+    return (d_out - x_hat * (d_out * x_hat).mean(-1, keepdims=True)) / r, _d_gamma(d_out, x_hat)
+
+
+def rms_backward_sum_not_mean(d_out, x, gamma, eps=1e-5):
+    r = _rms(x, eps)
+    x_hat, g = x / r, d_out * gamma
+    return (g - x_hat * np.sum(g * x_hat, axis=-1, keepdims=True)) / r, _d_gamma(d_out, x_hat)
+
+
+def rms_backward_x_not_x_hat_in_correction(d_out, x, gamma, eps=1e-5):
+    r = _rms(x, eps)
+    g = d_out * gamma
+    return (g - x * (g * x).mean(-1, keepdims=True)) / r, _d_gamma(d_out, x / r)
+
+
+def rms_backward_d_gamma_from_x(d_out, x, gamma, eps=1e-5):
+    r = _rms(x, eps)
+    x_hat, g = x / r, d_out * gamma
+    d_x = (g - x_hat * (g * x_hat).mean(-1, keepdims=True)) / r
+    return d_x, np.sum(d_out * x, axis=tuple(range(x.ndim - 1)))  # "dy/dgamma = x"
+
+
+def rms_backward_d_gamma_summed_over_axis_0(d_out, x, gamma, eps=1e-5):
+    r = _rms(x, eps)
+    x_hat, g = x / r, d_out * gamma
+    d_x = (g - x_hat * (g * x_hat).mean(-1, keepdims=True)) / r
+    return d_x, (d_out * x_hat).sum(axis=0)  # "sum over the positions"
+
+
 WRONG = {
     "softmax-backward-no-correction-term": softmax_backward_no_correction_term,
     "softmax-backward-diagonal-only": softmax_backward_diagonal_only,
@@ -361,6 +447,17 @@ WRONG = {
     "gradient-check-first-axis-only": gradient_check_first_axis_only,
     "gradient-check-no-factor-2": gradient_check_no_factor_2,
     "gradient-check-max-denominator": gradient_check_max_denominator,
+    "rms-backward-layer-norm-mean-term": rms_backward_layer_norm_mean_term,
+    "rms-backward-rms-held-constant": rms_backward_rms_held_constant,
+    "rms-backward-not-divided-by-rms": rms_backward_not_divided_by_rms,
+    "rms-backward-eps-outside-root": rms_backward_eps_outside_root,
+    "rms-backward-no-eps": rms_backward_no_eps,
+    "rms-backward-eps-argument-ignored": rms_backward_eps_argument_ignored,
+    "rms-backward-gamma-forgotten": rms_backward_gamma_forgotten,
+    "rms-backward-sum-not-mean": rms_backward_sum_not_mean,
+    "rms-backward-x-not-x_hat-in-correction": rms_backward_x_not_x_hat_in_correction,
+    "rms-backward-d_gamma-from-x": rms_backward_d_gamma_from_x,
+    "rms-backward-d_gamma-summed-over-axis-0": rms_backward_d_gamma_summed_over_axis_0,
 }
 
 
@@ -381,6 +478,10 @@ def test_the_hand_cases_are_what_the_tasks_say():
     np.testing.assert_allclose(p, [0.9, -1.9], rtol=1e-8)
     np.testing.assert_allclose(m, [0.05, -0.1], rtol=1e-12)
     np.testing.assert_allclose(v, [0.005, 0.02], rtol=1e-12)
+    case = ex["07.6"].cases[0]
+    d_x, d_gamma = ex["07.6"].reference(*case.args, **case.kwargs)
+    np.testing.assert_allclose(d_x, [[0.75, 0.25, -0.25, 0.25]], rtol=1e-15)
+    np.testing.assert_allclose(d_gamma, [1.0, 0.0, 0.0, 0.0])
 
 
 def test_the_layer_norm_reference_is_the_gradient_of_layer_norm():
@@ -461,3 +562,17 @@ def test_a_learner_who_copies_x_for_every_entry_passes():
         return np.linalg.norm(g - n) / (np.linalg.norm(g) + np.linalg.norm(n))
 
     assert checks.check(gradient_error), checks.check(gradient_error).message
+
+
+def test_the_rms_norm_reference_is_the_gradient_of_rms_norm():
+    from helpers.modern import RMSNorm
+    from helpers.training import gradient_check
+
+    rng = np.random.default_rng(0)
+    norm = RMSNorm(5, eps=0.01)
+    norm.gamma += rng.normal(0, 0.5, 5)
+    x, G = rng.normal(size=(2, 3, 5)) * 0.3, rng.normal(size=(2, 3, 5))
+    d_x, d_gamma = checks.exercise("rms_norm_backward").reference(G, x, norm.gamma, eps=0.01)
+    _, errors = gradient_check(lambda: float(np.sum(G * norm.forward(x))),
+                               {"x": x, "gamma": norm.gamma}, {"x": d_x, "gamma": d_gamma})
+    assert max(errors.values()) < 1e-7, errors

@@ -139,6 +139,12 @@ def online_attention_one_max_for_all(Q, K, V, block_size=256):
     return acc / total
 
 
+def online_attention_full_matrix(Q, K, V, block_size=256):  # "block_size is only a hint"
+    scores = np.einsum("...qd,...kd->...qk", Q, K) / np.sqrt(Q.shape[-1]).astype(Q.dtype)
+    e = np.exp(scores - np.max(scores, axis=-1, keepdims=True))
+    return np.einsum("...qk,...kv->...qv", e / np.sum(e, axis=-1, keepdims=True), V)
+
+
 WRONG = {
     "flops-counts-multiply-adds": flops_counts_multiply_adds,
     "flops-no-projections": flops_no_projections,
@@ -166,6 +172,7 @@ WRONG = {
     "online-max-over-all-queries": online_attention_one_max_for_all,
     "online-max-starts-at-zero": _online("max-at-zero"),
     "online-no-scaling": _online("no-scale"),
+    "online-full-matrix": online_attention_full_matrix,
     "online-float32-to-float64": lambda Q, K, V, block_size=256: _online(None)(
         *(np.asarray(x, dtype=float) for x in (Q, K, V)), block_size),
 }
@@ -236,7 +243,7 @@ def test_the_solutions_online_attention_keeps_float32():
     assert np.allclose(out, scaled_dot_product_attention(Q, K, V)[0], rtol=1e-5, atol=1e-6)
 
 
-def test_a_full_matrix_passes_every_value_but_not_the_memory_case():
+def test_a_full_matrix_passes_every_value_but_is_named_by_the_memory_case():
     """softmax(Q K^T / sqrt(d_k)) V in one piece gives the right numbers; the memory case, which
     measures one call with tracemalloc, tells it from an online softmax."""
 
@@ -246,6 +253,9 @@ def test_a_full_matrix_passes_every_value_but_not_the_memory_case():
         return (p / p.sum(axis=-1, keepdims=True)) @ V
 
     result = checks.check(online_attention, "08.3")
-    assert result.status == "wrong" and "passes 7 of the 8 cases" in result.message
-    assert "the whole matrix was built" in result.message
+    assert result.mistakes == ("online-full-matrix",), result.message
+    assert ("  expected result: 'its peak memory stays below 1.0 MB (half of one T_q x T_k "
+            "float64 matrix of scores, 2.1 MB)'\n  got      result: 'its peak memory is 1.0 MB "
+            "(half of one T_q x T_k float64 matrix of scores, 2.1 MB) or more: the whole matrix "
+            "was built'") in result.message, result.message
     assert checks.check(_online(None), "08.3").status == "passed"  # blocks: below the bound

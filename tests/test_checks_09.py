@@ -223,8 +223,37 @@ def gqa_merge_without_transpose(x, W_q, W_k, W_v, W_o, n_heads, n_kv_heads):
     return heads.reshape(B, T, d_model) @ W_o  # "the shape W_o wants": right only for T = 1
 
 
+# ── 09.5 · the KV cache of a published model ─────────────────────────────────────────────────
+
+
+def kv_cache_no_factor_2(config, tokens, bytes_per_number=2):
+    d_head = config["hidden_size"] / config["num_attention_heads"]
+    per_token = config["num_hidden_layers"] * config["num_key_value_heads"] * d_head  # "the cache"
+    return per_token * tokens * bytes_per_number
+
+
+def kv_cache_query_heads(config, tokens, bytes_per_number=2):
+    per_layer = 2 * config["hidden_size"]  # "K and V are d_model wide, like the queries"
+    return per_layer * config["num_hidden_layers"] * tokens * bytes_per_number
+
+
+def kv_cache_head_width_d_model(config, tokens, bytes_per_number=2):
+    kv = 2 * config["num_key_value_heads"] * config["hidden_size"]  # "each head is d_model wide"
+    return config["num_hidden_layers"] * kv * tokens * bytes_per_number
+
+
+def kv_cache_one_layer(config, tokens, bytes_per_number=2):
+    d_head = config["hidden_size"] // config["num_attention_heads"]
+    return 2 * config["num_key_value_heads"] * d_head * tokens * bytes_per_number
+
+
+def kv_cache_numbers_not_bytes(config, tokens, bytes_per_number=2):
+    L, g = config["num_hidden_layers"], config["num_key_value_heads"]
+    return 2 * L * g * (config["hidden_size"] // config["num_attention_heads"]) * tokens
+
+
 WRONG = {name.replace("_", "-"): fn for name, fn in list(globals().items())
-         if name.startswith(("rms_", "swiglu_", "rope_", "gqa_")) and callable(fn)}
+         if name.startswith(("rms_", "swiglu_", "rope_", "gqa_", "kv_cache_")) and callable(fn)}
 
 
 def test_a_right_rope_written_with_loops_passes():
@@ -251,3 +280,12 @@ def test_the_two_position_hand_case_is_what_its_label_says_and_shows_the_merge()
     assert ("  case: two positions, B = 1, d_model = 2, h = 2, g = 1" in result.message
             and "  expected result[0, 0]: [2 2]\n  got      result[0, 0]: [2 3]\n"
             in result.message), result.message  # the first case, T = 1, cannot show it
+
+
+def test_the_kv_cache_cases_are_the_lessons_numbers():
+    ex = checks.CATALOGUE["09.5"]
+    values = {case.label.split(",")[0]: ex.reference(*case.args) for case in ex.cases}
+    assert values["2 layers"] == 192 and "= 192" in ex.cases[0].label  # by hand
+    assert values["Llama 2 70B"] == 1.25 * 2**30  # notebook 09 §6: 1.25 GiB at 4,096 tokens
+    assert values["Mistral 7B"] == 0.5 * 2**30 and values["Llama 2 7B"] == 2 * 2**30
+    assert values["GPT-3 175B"] == 18 * 2**30  # 2,048 tokens in 32-bit: 4,096 in 16-bit

@@ -137,6 +137,21 @@ def ntp_top_k_not_renormalised(logits, temperature=1.0, top_k=None):
     return p
 
 
+def ntp_top_k_cut_to_logit_0(logits, temperature=1.0, top_k=None):
+    z = logits / temperature
+    if top_k:
+        z = z * _top_k_mask(z, top_k)  # "mask out the rest": a 0 logit, not -inf
+    return _softmax(z)
+
+
+def ntp_softmax_overflows(logits, temperature=1.0, top_k=None):
+    z = logits / temperature
+    if top_k:
+        z = np.where(_top_k_mask(z, top_k), z, -np.inf)
+    e = np.exp(z)  # "the softmax's definition"
+    return e / e.sum(axis=-1, keepdims=True)
+
+
 # ── 10.3 · bigram_loss ────────────────────────────────────────────────────────────────────────
 
 

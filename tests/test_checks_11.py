@@ -6,7 +6,6 @@ names exactly the mistake each one makes.
 """
 
 import heapq
-import json
 import math
 import subprocess
 import sys
@@ -18,7 +17,7 @@ import helpers.translation
 from helpers import checks
 from helpers.checks.core import _call
 from helpers.translation import words
-from tests.exercises import EXERCISE_NOTEBOOKS, load, solved
+from tests.exercises import ROOT, load, source
 
 # ── 11.1 · bpe_step ───────────────────────────────────────────────────────────────────────────
 
@@ -302,6 +301,12 @@ def test_the_hand_cases_are_what_their_labels_say():
     [(o, lp, s)] = finished
     assert o == 0 and np.isclose(lp, np.log(0.3)) and np.isclose(s, np.log(0.3) / 2)
     assert round(s, 3) == -0.602
+    # the worked step of 11.2's task, with its numbers as printed there
+    assert [round(float(x), 3) for x in (lp, *log_p)] == [-1.204, -1.427, -2.12]
+    task = next(source(c) for c in load(ROOT / "notebooks" / "exercises" / "11_translation.ipynb")
+                ["cells"] if source(c).startswith("## Exercise 11.2"))
+    assert "**A worked step**" in task and "= [-1.427, -2.120]" in task \
+        and "finished = [(0, -1.204, -0.602)]" in task
     assert len(_call(beam.reference, beam.cases[4])[3]) == 2  # both candidates finish
 
     assert round(_call(score.reference, score.cases[0]), 2) == 65.53
@@ -343,11 +348,9 @@ def test_the_messages_show_the_words_and_the_finished_candidates():
             "  got      finished: [(0, -1.204, -0.602), (1, -1.609, -0.8047)]") in message
 
 
-def test_the_grader_passes_the_solved_notebook_and_names_a_mistake(tmp_path):
-    notebook = next(p for p in EXERCISE_NOTEBOOKS if p.name.startswith("11_"))
-    nb = solved(load(notebook))
-    good = tmp_path / notebook.name
-    good.write_text(json.dumps(nb), encoding="utf-8")
+def test_the_grader_grades_a_python_file_of_notebook_11(tmp_path):
+    """A .py file of notebook 11's functions, from the shell (the solved notebook itself passes in
+    tests/test_grader.py, with the other ten)."""
     wrong = tmp_path / "11_wrong.py"
     wrong.write_text("import numpy as np\nfrom collections import Counter\n\n\n"
                      "def bpe_step(spelled):\n"
@@ -359,10 +362,9 @@ def test_the_grader_passes_the_solved_notebook_and_names_a_mistake(tmp_path):
                      "    return pair, {tuple(' '.join(w).replace(' '.join(pair), ''.join(pair))"
                      ".split()): n\n"
                      "                  for w, n in spelled.items()}\n", encoding="utf-8")
-    out = subprocess.run([sys.executable, "-m", "helpers.checks", str(good), str(wrong)],
+    out = subprocess.run([sys.executable, "-m", "helpers.checks", str(wrong)],
                          capture_output=True, text=True)
-    assert out.returncode == 1, out.stdout + out.stderr  # the .py file fails
-    assert f"-- {good.name}: 3 of 3 exercises passed" in out.stdout, out.stdout
+    assert out.returncode == 1, out.stdout + out.stderr
     assert "-- 11_wrong.py: 0 of 3 exercises passed" in out.stdout, out.stdout
     assert "✗ 11.2 beam_step: 11_wrong.py defines no beam_step." in out.stdout
     assert "✗ 11.1 bpe_step: wrong on" in out.stdout  # two mistakes at once: no one named

@@ -59,6 +59,10 @@ def merge_heads(x):
 def multi_head_attention(query, key, value, W_q, W_k, W_v, W_o, n_heads):
     *lead, T_q, d_model = query.shape
     return np.zeros((*lead, T_q, d_model)), np.zeros((*lead, n_heads, T_q, key.shape[-2]))
+
+
+def previous_token_head(d_model):
+    return np.zeros((d_model, d_model)), np.zeros((d_model, d_model))
 '''
 
 
@@ -95,7 +99,7 @@ HOSTILE = {  # name: (source, the first line of its 01.1 verdict); its 01.2 and 
                       "of writing it; the checker compares with the library, so that is not "
                       "credited."),
 }
-PATCHES = {  # name: a patch above the WRONG functions; each must still score 0 of 3
+PATCHES = {  # name: a patch above the WRONG functions; each must still score 0 of 4
     "02_patches_allclose.py": "np.allclose = lambda *a, **k: True",
     "02_patches_bool.py": "import helpers.checks.core\n"
                           "helpers.checks.core.Result.__bool__ = lambda self: True",
@@ -145,7 +149,7 @@ def honest(tmp_path_factory):
         assert code == status, out
         found[name] = (path, sections(out)[name])
     assert summary(found["01_good.py"][1]) == "-- 01_good.py: 3 of 3 exercises passed"
-    assert summary(found["02_wrong.py"][1]) == "-- 02_wrong.py: 0 of 3 exercises passed"
+    assert summary(found["02_wrong.py"][1]) == "-- 02_wrong.py: 0 of 4 exercises passed"
     return found
 
 
@@ -181,7 +185,7 @@ def test_a_hostile_function_gets_its_verdict_and_the_batch_goes_on(batch, name):
 @pytest.mark.parametrize("name", sorted(PATCHES))
 def test_a_file_that_patches_numpy_or_the_checker_is_still_wrong(batch, name):
     found = sections(batch[1])
-    assert summary(found[name]) == f"-- {name}: 0 of 3 exercises passed", found[name]
+    assert summary(found[name]) == f"-- {name}: 0 of 4 exercises passed", found[name]
     assert "✓" not in found[name]
 
 
@@ -394,7 +398,7 @@ def test_an_imported_function_does_not_bring_its_notebook_into_the_grading(tmp_p
     path = write(tmp_path, "answers.py", "from helpers.transformer import softmax\n" + WRONG)
     code, out = cli(path)  # no metadata, no "NN_" name: the functions it writes choose
     assert code == 1 and "01.1" not in out, out
-    assert summary(out) == "-- answers.py: 0 of 3 exercises passed", out
+    assert summary(out) == "-- answers.py: 0 of 4 exercises passed", out
 
 
 def test_edited_metadata_hides_none_of_the_notebook_its_name_gives(tmp_path):
@@ -402,7 +406,7 @@ def test_edited_metadata_hides_none_of_the_notebook_its_name_gives(tmp_path):
     nb["cells"][0]["metadata"] = {"exercise": {"key": "01.1", "part": "stub"}}  # not 09's
     code, out = cli(write(tmp_path, "09_the_transformer_today.ipynb", json.dumps(nb)))
     assert code == 1, out
-    assert summary(out) == "-- 09_the_transformer_today.ipynb: 3 of 7 exercises passed", out
+    assert summary(out) == "-- 09_the_transformer_today.ipynb: 3 of 8 exercises passed", out
     assert "✗ 09.1 rms_norm: 09_the_transformer_today.ipynb defines no rms_norm." in out
 
 

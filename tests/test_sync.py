@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -154,26 +155,33 @@ def sync_problems(notebooks: list[Path], root: Path) -> list[str]:
     return problems
 
 
-def imported_names(src: str, module: str) -> set[str]:
-    """Names a cell uses from `helpers.<module>` (from-imports and `alias.name` attributes)."""
-    dotted = "helpers." + module.removeprefix("helpers/").removesuffix(".py")
+@functools.cache
+def cell_imports(src: str) -> tuple[dict, dict, frozenset]:
+    """What a cell imports, parsed once: ({module: names from-imported}, {alias: module},
+    {(name, attribute)} for every `name.attribute` it uses)."""
     try:
         tree = ast.parse(src)
     except SyntaxError:  # IPython magics such as %matplotlib
         tree = ast.parse("\n".join(ln for ln in src.splitlines() if not ln.lstrip().startswith("%")))
-    names, aliases = set(), set()
+    froms, aliases, attributes = {}, {}, set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module == dotted:
-            names |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module == "helpers":
-            aliases |= {a.asname or a.name for a in node.names if f"helpers.{a.name}" == dotted}
+        if isinstance(node, ast.ImportFrom) and node.module:
+            froms.setdefault(node.module, set()).update(a.name for a in node.names)
+            if node.module == "helpers":
+                aliases.update({a.asname or a.name: f"helpers.{a.name}" for a in node.names})
         elif isinstance(node, ast.Import):
-            aliases |= {a.asname for a in node.names if a.name == dotted and a.asname}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-            if node.value.id in aliases:
-                names.add(node.attr)
-    return names
+            aliases.update({a.asname: a.name for a in node.names if a.asname})
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            attributes.add((node.value.id, node.attr))
+    return froms, aliases, frozenset(attributes)
+
+
+def imported_names(src: str, module: str) -> set[str]:
+    """Names a cell uses from `helpers.<module>` (from-imports and `alias.name` attributes)."""
+    dotted = "helpers." + module.removeprefix("helpers/").removesuffix(".py")
+    froms, aliases, attributes = cell_imports(src)
+    mine = {alias for alias, target in aliases.items() if target == dotted}
+    return set(froms.get(dotted, ())) | {attr for name, attr in attributes if name in mine}
 
 
 def import_order_problems(notebooks, per_module) -> list[str]:

@@ -109,10 +109,32 @@ def _nan_on_blocked(Q, K, V, mask=None):
     return weights @ V, weights
 
 
+_SHAPES_DO_NOT_FIT = ("raised ValueError: a matrix product's shapes do not fit", None)
+
+
+def _shape_error_as_result(fn, *args, **kwargs):
+    """fn(*args, **kwargs), except that a matrix product that raises because its shapes do not
+    fit comes back as _SHAPES_DO_NOT_FIT (output, weights), a result the checker can compare: on
+    a batch, K.T (which reverses every axis) raises there, and attention-k-transposed names it.
+    Any other exception is raised as it is."""
+    try:
+        return fn(*args, **kwargs)
+    except ValueError as error:
+        if "matmul" in str(error) or "not aligned" in str(error):  # @, np.matmul; np.dot
+            return _SHAPES_DO_NOT_FIT
+        raise
+
+
 def _sdpa_case(label, T_q, T_k, d_k, d_v, mask=None, lead=()):
     Q = _rng.normal(size=(*lead, T_q, d_k))
     K, V = _rng.normal(size=(*lead, T_k, d_k)), _rng.normal(size=(*lead, T_k, d_v))
-    return Case(label, (Q, K, V), {} if mask is None else {"mask": mask})
+    return Case(label, (Q, K, V), {} if mask is None else {"mask": mask},
+                probe=_shape_error_as_result if lead else None)
+
+
+def _k_dot_t(Q, K, V, mask=None):  # K.T: right for one sequence, every axis reversed on a batch
+    scores = _masked(Q @ K.T / np.sqrt(Q.shape[-1]), mask)
+    return _attend(scores, V)
 
 
 # notebook 01 §1's case to check by hand (3 tokens, d_k = d_v = 2)
@@ -128,8 +150,9 @@ SDPA = Exercise(
     key="01.2", name="scaled_dot_product_attention", reference=scaled_dot_product_attention,
     see="01 §6 · Attention in six lines", outputs=("output", "weights"),
     cases=(
-        Case("notebook 01's hand case: query 2 gets weights [0.1978 0.4011 0.4011], output "
-             "[2.2033 2.4067]", (_Q3, _K3, _V3)),
+        Case("notebook 01's hand case, row i for query i: query 0 gets weights [0.4011 0.1978 "
+             "0.4011], output[0] = [2.4067 2.2033]; query 2 gets weights [0.1978 0.4011 0.4011], "
+             "output[2] = [2.2033 2.4067]", (_Q3, _K3, _V3)),
         _sdpa_case("2 queries, 3 keys, d_k = 16, d_v = 3, no mask", 2, 3, 16, 3),
         _sdpa_case("3 queries, 4 keys, d_k = 8, d_v = 5, a mask (True = blocked) whose last row "
                    "blocks every key", 3, 4, 8, 5, mask=_BLOCKED),
@@ -163,6 +186,11 @@ SDPA = Exercise(
                 lambda Q, K, V, mask=None: (
                     lambda w: (w @ V, w))(softmax(_masked(
                         _scores(Q, K, np.sqrt(Q.shape[-1])), mask), axis=-2))),
+        Mistake("attention-k-transposed",
+                "K.T (or np.transpose(K)) reverses every axis: right for one sequence, but a "
+                "batch (B, T_k, d_k) becomes (d_k, T_k, B) and the matrix product fails; "
+                "K.swapaxes(-1, -2) swaps only the last two axes",
+                "01 §2 · All the scores at once (swapaxes, not .T)", _k_dot_t),
         Mistake("attention-values-are-keys",
                 "the output mixes the keys (weights @ K), not the values (weights @ V)",
                 "01 §1 · Queries, keys and values",
@@ -260,9 +288,9 @@ SCORE_VARIANCE = Exercise(
     cases=(
         Case("by hand: d_model = 3, d_k = 2, W_q = W_k keep the first two features, so the dot "
              "products are 1 and 4: (2.25, 1.125)", (_XQ, _XK, _W_FIRST_TWO, _W_FIRST_TWO)),
-        _variance_case(2000, 64, 16, "4 heads"),
-        _variance_case(2000, 512, 64, "8 heads, the paper's sizes"),
-        _variance_case(4000, 32, 4, "8 heads"),
+        _variance_case(1000, 64, 16, "4 heads"),
+        _variance_case(1000, 512, 64, "8 heads, the paper's sizes"),
+        _variance_case(2000, 32, 4, "8 heads"),
     ),
     mistakes=(
         Mistake("score-variance-all-pairs",

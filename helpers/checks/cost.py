@@ -152,6 +152,12 @@ def _mistake(**switches):
     return lambda Q, K, V, block_size=256: _online(Q, K, V, block_size, **switches)
 
 
+def _full_matrix(Q, K, V, block_size=256):  # notebook 01's attention, in Q's dtype
+    s = Q @ K.swapaxes(-1, -2) / np.sqrt(Q.shape[-1], dtype=Q.dtype)  # (..., T_q, T_k)
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    return (p / p.sum(axis=-1, keepdims=True)) @ V
+
+
 def _qkv(lead, T_q, T_k, d_k, d_v):
     return (_rng.normal(size=(*lead, T_q, d_k)), _rng.normal(size=(*lead, T_k, d_k)),
             _rng.normal(size=(*lead, T_k, d_v)))
@@ -198,10 +204,11 @@ def _memory(fn, Q, K, V, block_size):
     finally:
         if not tracing:
             tracemalloc.stop()
+    half = f"{scores / 2e6:.1f} MB (half of one T_q x T_k float64 matrix of scores, " \
+           f"{scores / 1e6:.1f} MB)"  # one verdict per side, the same for every full matrix
     if peak < scores / 2:
-        return "its peak memory stays below half of one T_q x T_k matrix of scores"
-    return (f"its peak memory is {peak / 1e6:.1f} MB, at least half of one T_q x T_k matrix of "
-            f"scores ({scores / 1e6:.1f} MB): the whole matrix was built")
+        return f"its peak memory stays below {half}"
+    return f"its peak memory is {half} or more: the whole matrix was built"
 
 
 _SECTION_6 = "08 §3 · Attention without the n × n matrix"
@@ -226,8 +233,9 @@ ONLINE = Exercise(
         _case("float32 Q, K and V: 3 queries, 9 keys in blocks of 4 (the output stays float32)",
               tuple(x.astype(np.float32) for x in _qkv((), 3, 9, 4, 3)), 4),
         Case("64 queries and 4,096 keys in blocks of 256, d_k = d_v = 16: the memory it takes "
-             "(tracemalloc), which must stay below half of one 64 x 4,096 float64 matrix of "
-             "scores (1 MB)", _qkv((), 64, 4096, 16, 16), {"block_size": 256}, probe=_memory),
+             "(tracemalloc), which must stay below 1.0 MB (half of one 64 x 4,096 float64 "
+             "matrix of scores, 2.1 MB)", _qkv((), 64, 4096, 16, 16), {"block_size": 256},
+             probe=_memory),
     ),
     mistakes=(
         Mistake("online-no-rescale",
@@ -283,6 +291,11 @@ ONLINE = Exercise(
                 "np.zeros or np.full, which are float64 unless told; make them in Q's dtype "
                 "(dtype=Q.dtype), as the notebook does",
                 _SECTION_6, _mistake(dtype=np.float64)),
+        Mistake("online-full-matrix",
+                "the whole T_q x T_k matrix of scores is built, softmax(Q Kᵀ / √d_k) V in one "
+                "piece: the values are right, but the memory grows with T_q · T_k; go through "
+                "the keys block by block, keeping only a running maximum, sum and output",
+                _SECTION_6, _full_matrix),
         Mistake("online-no-scaling",
                 "the scores are not divided by √d_k",
                 "01 §4 · Why divide by √d_k", _mistake(scale=False)),

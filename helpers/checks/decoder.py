@@ -1,4 +1,5 @@
-"""Exercises of notebook 06: the decoder block with cross-attention, greedy decoding."""
+"""Exercises of notebook 06: the decoder block with cross-attention, greedy decoding, and the
+parameter count of a configuration."""
 
 import numpy as np
 
@@ -7,9 +8,11 @@ from helpers.transformer import (
     FeedForward,
     LayerNorm,
     MultiHeadAttention,
+    TransformerConfig,
     causal_mask,
     padding_mask,
     softmax,
+    transformer_parameter_count,
 )
 
 _rng = np.random.default_rng(106)  # the cases are the same on every run and every machine
@@ -365,4 +368,127 @@ GREEDY_DECODE = Exercise(
     ),
 )
 
-EXERCISES = (DECODER_BLOCK, GREEDY_DECODE)
+# ── 06.3 · the parameter count of a configuration ─────────────────────────────────────────────
+
+
+def count_parameters(config):
+    """The number of parameters of Transformer.from_config(config, rng), from the configuration
+    alone: the library's formula (notebook 06 §6), checked there against built models."""
+    c = config
+    return transformer_parameter_count(c.d_model, c.n_heads, c.d_ff, c.n_layers, c.src_vocab,
+                                       c.tgt_vocab, share_embeddings=c.share_embeddings,
+                                       tie_output=c.tie_output, norm_first=c.norm_first)
+
+
+def _count(attention=lambda d, h: 4 * d * d + 4 * d, ffn=lambda d, f: 2 * d * f + f + d,
+           norm=lambda d: 2 * d, decoder_attentions=2, decoder_norms=3, layers=lambda n: n,
+           final_norm=True, shared_once=True, tied_free=True, output_bias=True, pe=False):
+    """The count with one of its parts replaced (the mistakes' models)."""
+    def count(c):
+        d, n = c.d_model, layers(c.n_layers)
+        attn, ff, ln = attention(d, c.n_heads), ffn(d, c.d_ff), norm(d)
+        final = ln if c.norm_first and final_norm else 0
+        encoder = n * (attn + ff + 2 * ln) + final
+        decoder = n * (decoder_attentions * attn + ff + decoder_norms * ln) + final
+        shared = c.share_embeddings and shared_once
+        embeddings = c.src_vocab * d + (0 if shared else c.tgt_vocab * d)
+        output = 0 if c.tie_output and tied_free else (
+            d * c.tgt_vocab + (c.tgt_vocab if output_bias else 0))
+        return embeddings + encoder + decoder + output + (c.max_len * d if pe else 0)
+    return count
+
+
+_HAND = TransformerConfig(src_vocab=5, tgt_vocab=7, d_model=2, n_heads=1, d_ff=3, n_layers=1,
+                          max_len=8)
+_COUNTED = "06 §6 · Counting the paper's parameters"
+
+COUNT_PARAMETERS = Exercise(
+    key="06.3", name="count_parameters", reference=count_parameters, see=_COUNTED,
+    rtol=0.0, atol=0.0,  # a count is exact: off by 7 of 63M is wrong too
+    cases=(
+        Case("by hand: src_vocab 5, tgt_vocab 7, d_model 2, n_heads 1, d_ff 3, n_layers 1, "
+             "Post-LN, separate matrices -> 24 + 49 + 77 + 21 = 171", (_HAND,)),
+        Case("src_vocab = tgt_vocab = 11, d_model 16, n_heads 2, d_ff 32, n_layers 3, shared "
+             "embeddings, a separate output layer",
+             (TransformerConfig(11, 11, d_model=16, n_heads=2, d_ff=32, n_layers=3,
+                                share_embeddings=True),)),
+        Case("the same, shared and tied (logits = x @ E^T)",
+             (TransformerConfig(11, 11, d_model=16, n_heads=2, d_ff=32, n_layers=3,
+                                share_embeddings=True, tie_output=True),)),
+        Case("src_vocab 13, tgt_vocab 9, d_model 12, n_heads 3, d_ff 20, n_layers 2, Pre-LN "
+             "(norm_first=True)",
+             (TransformerConfig(13, 9, d_model=12, n_heads=3, d_ff=20, n_layers=2,
+                                norm_first=True),)),
+        Case("src_vocab 6, tgt_vocab 10, d_model 8, n_heads 4, d_ff 8, n_layers 4, max_len 32, "
+             "tied output, separate embeddings",
+             (TransformerConfig(6, 10, d_model=8, n_heads=4, d_ff=8, n_layers=4, max_len=32,
+                                tie_output=True),)),
+        Case("the paper's base model: 37,000 shared and tied tokens, d_model 512, n_heads 8, "
+             "d_ff 2048, n_layers 6 (about 63.1M)",
+             (TransformerConfig(37_000, 37_000, share_embeddings=True, tie_output=True),)),
+    ),
+    mistakes=(
+        Mistake("params-no-biases",
+                "the linear layers' biases are left out (b_q, b_k, b_v, b_o of each attention, "
+                "b_1 and b_2 of each feed-forward, b_out): a linear layer d -> m has d·m + m "
+                "parameters",
+                "02 §1 · Why more than one head",
+                _count(attention=lambda d, h: 4 * d * d, ffn=lambda d, f: 2 * d * f,
+                       output_bias=False)),
+        Mistake("params-no-output-bias",
+                "the output layer's bias b_out (tgt_vocab numbers) is left out when the output "
+                "is not tied",
+                _COUNTED, _count(output_bias=False)),
+        Mistake("params-no-layernorm",
+                "the LayerNorms' γ and β are left out: each LayerNorm has 2·d_model parameters "
+                "(two per encoder block, three per decoder block)",
+                "05 §1 · LayerNorm: every position on its own", _count(norm=lambda d: 0)),
+        Mistake("params-shared-counted-twice",
+                "with share_embeddings=True the one embedding matrix is counted twice, for the "
+                "source and for the target",
+                _COUNTED, _count(shared_once=False)),
+        Mistake("params-tied-output-counted",
+                "with tie_output=True the output layer is still counted; it reuses the target "
+                "embedding matrix (logits = x @ E^T) and has no bias: 0 parameters of its own",
+                _COUNTED, _count(tied_free=False)),
+        Mistake("params-no-cross-attention",
+                "each decoder block is counted with one attention; it has two, the masked "
+                "self-attention and the cross-attention, each 4·d_model² + 4·d_model",
+                "06 §1 · The decoder block", _count(decoder_attentions=1)),
+        Mistake("params-decoder-two-norms",
+                "each decoder block is counted with two LayerNorms, as an encoder block; it has "
+                "three, one after each of its three sub-layers",
+                "06 §1 · The decoder block", _count(decoder_norms=2)),
+        Mistake("params-no-final-norm",
+                "with norm_first=True (Pre-LN) the final LayerNorm after the last block of the "
+                "encoder and of the decoder is left out (2·d_model each)",
+                "05 §5 · A stack of blocks, and Post-LN against Pre-LN",
+                _count(final_norm=False)),
+        Mistake("params-ffn-one-matrix",
+                "the feed-forward network is counted as one linear layer, d_model -> d_ff; it "
+                "has two, W_1, b_1 (d_model -> d_ff) and W_2, b_2 (d_ff -> d_model)",
+                "05 §2 · The position-wise feed-forward network",
+                _count(ffn=lambda d, f: d * f + f)),
+        Mistake("params-d_ff-assumed-4-d_model",
+                "d_ff is taken as 4·d_model (the paper's ratio) instead of config.d_ff",
+                "05 §2 · The position-wise feed-forward network",
+                _count(ffn=lambda d, f: 2 * d * 4 * d + 4 * d + d)),
+        Mistake("params-heads-full-width",
+                "each head is counted with its own d_model x d_model projections; the h heads "
+                "share one d_model x d_model matrix each for W_q, W_k, W_v (d_k = d_model/h "
+                "columns per head), so the count does not depend on n_heads",
+                "02 §1 · Why more than one head",
+                _count(attention=lambda d, h: 3 * h * (d * d + d) + d * d + d)),
+        Mistake("params-one-layer",
+                "one block of each kind is counted; the encoder and the decoder have n_layers "
+                "blocks each, with their own weights",
+                "05 §5 · A stack of blocks, and Post-LN against Pre-LN",
+                _count(layers=lambda n: 1)),
+        Mistake("params-positional-encoding-counted",
+                "the positional-encoding table (max_len x d_model) is counted; the sinusoids "
+                "are computed, not learned: no parameters",
+                "03 §2 · The sinusoidal encoding", _count(pe=True)),
+    ),
+)
+
+EXERCISES = (DECODER_BLOCK, GREEDY_DECODE, COUNT_PARAMETERS)

@@ -1,4 +1,5 @@
-"""Exercises of notebook 02: multi-head attention: split_heads, merge_heads, the layer."""
+"""Exercises of notebook 02: multi-head attention: split_heads, merge_heads, the layer, and a
+hand-built head that attends to the previous token."""
 
 import numpy as np
 
@@ -217,4 +218,75 @@ MHA = Exercise(
     ),
 )
 
-EXERCISES = (SPLIT, MERGE, MHA)
+# ── 02.4 · a head that attends to the previous token ─────────────────────────────────────────
+
+
+def previous_token_head(d_model):
+    """W_q, W_k (d_model, d_model) of a head that, on one-hot positions (token t = feature t),
+    puts almost all of query t's weight on key t - 1: q_t = 10·√d_model·e_(t-1), k_s = e_s."""
+    return 10 * np.sqrt(d_model) * np.eye(d_model, k=-1), np.eye(d_model)
+
+
+_SHARP = 0.9  # the weight each query t >= 1 must put on key t - 1
+_LOOKS = "the key each query 1 .. T-1 puts its largest weight on"
+_ENOUGH = f"each of them puts at least {_SHARP} of its weight on key t - 1"
+
+
+def _head_on_positions(T):
+    """A probe: run the returned W_q, W_k as one head on T one-hot positions (no mask) and say
+    where each query t >= 1 looks, and whether it puts at least _SHARP of its weight there."""
+    def probe(fn, d_model):
+        returned = fn(d_model)
+        try:
+            W_q, W_k = (np.asarray(w, dtype=float) for w in returned)
+        except Exception:
+            return {"returned": "not a pair (W_q, W_k) of arrays"}
+        if W_q.ndim != 2 or W_q.shape[0] != d_model or W_k.shape != W_q.shape:
+            return {"the shapes of W_q and W_k": f"{W_q.shape} and {W_k.shape}, not "
+                    f"({d_model}, d_k) each"}
+        X = np.eye(T, d_model)  # (T, d_model): token t is position feature t
+        weights = softmax((X @ W_q) @ (X @ W_k).T / np.sqrt(W_q.shape[1]))  # (T, T)
+        rows = np.arange(1, T)
+        return {_LOOKS: [int(k) for k in weights[rows].argmax(axis=-1)],
+                _ENOUGH: bool(np.all(weights[rows, rows - 1] >= _SHARP))}
+    return probe
+
+
+def _head_case(label, d_model, T):
+    return Case(label, (d_model,), probe=_head_on_positions(T))
+
+
+_HEADS = "02 §1 · Why more than one head (§6 builds two heads by hand)"
+
+PREVIOUS_TOKEN_HEAD = Exercise(
+    key="02.4", name="previous_token_head", reference=previous_token_head, see=_HEADS,
+    cases=(
+        _head_case("by hand: d_model = 3, T = 3 one-hot positions: query 1 looks most at key 0, "
+                   f"query 2 at key 1 -> [0, 1], each with at least {_SHARP} of its weight", 3, 3),
+        _head_case("d_model = 8, T = 8", 8, 8),
+        _head_case("d_model = 16, T = 5 (fewer tokens than position features)", 16, 5),
+        _head_case("d_model = 16, T = 16", 16, 16),
+        _head_case("d_model = 32, T = 32: 31 other keys share what is left", 32, 32),
+    ),
+    mistakes=(
+        Mistake("head-next-token",
+                "each query looks at the next token, t + 1: the shift goes the wrong way; "
+                "query t must carry the feature of position t - 1, so W_q[t, t - 1] is the one "
+                "set in row t: ones below the diagonal, np.eye(d_model, k=-1)",
+                _HEADS,
+                lambda d: (10 * np.sqrt(d) * np.eye(d, k=1), np.eye(d))),
+        Mistake("head-looks-at-itself",
+                "each query looks at itself: q_t and k_t carry the same position feature (W_q "
+                "and W_k equal, or shifted alike); only one of them is shifted by one position",
+                _HEADS,
+                lambda d: (10 * np.sqrt(d) * np.eye(d), np.eye(d))),
+        Mistake("head-too-soft",
+                "each query looks most at t - 1, but with less than 0.9 of its weight: after "
+                "the division by √d_k that score beats the others by too little; scale W_q (or "
+                "W_k) up until e^score outweighs the T - 1 other keys",
+                "01 §4 · Why divide by √d_k",
+                lambda d: (np.eye(d, k=-1), np.eye(d))),
+    ),
+)
+
+EXERCISES = (SPLIT, MERGE, MHA, PREVIOUS_TOKEN_HEAD)

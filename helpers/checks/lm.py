@@ -97,7 +97,7 @@ NEXT_TOKEN_LOSS = Exercise(
 
 
 def _probabilities(logits, temperature=1.0, top_k=None, *, multiply=False, smallest=False,
-                   extra=0, renormalise=True, power=False):
+                   extra=0, renormalise=True, power=False, stable=True, fill=-np.inf):
     """Sampling probabilities with the switches of the mistakes below."""
     z = np.asarray(logits, dtype=float)
     z = z * temperature if multiply else (z if power else z / temperature)
@@ -111,10 +111,11 @@ def _probabilities(logits, temperature=1.0, top_k=None, *, multiply=False, small
         else:
             keep = z >= ordered[..., -(top_k + extra), None]
     if renormalise:
-        z = np.where(keep, z, -np.inf)
-    with np.errstate(invalid="ignore"):  # every logit cut: -inf - (-inf) is NaN, as it is for you
-        p = np.exp(z - z.max(axis=-1, keepdims=True))
-    p /= p.sum(axis=-1, keepdims=True)
+        z = np.where(keep, z, fill)
+    with np.errstate(invalid="ignore", over="ignore"):  # every logit cut: -inf - (-inf) is NaN,
+        p = np.exp(z - z.max(axis=-1, keepdims=True) if stable else z)  # as it is for you
+    with np.errstate(invalid="ignore"):  # unstable: inf / inf is NaN
+        p /= p.sum(axis=-1, keepdims=True)
     if power:
         p = p ** (1.0 / temperature)  # sharpened, never summed to 1 again
     return p if renormalise else np.where(keep, p, 0.0)
@@ -142,6 +143,10 @@ PROBABILITIES = Exercise(
         Case("ties at the cut: logits [[3, 1, 1, 0], [2, 2, 2, -1]], top_k = 2 (every logit "
              "equal to the k-th largest is kept: 3 tokens in each row)",
              (np.array([[3.0, 1.0, 1.0, 0.0], [2.0, 2.0, 2.0, -1.0]]),), {"top_k": 2}),
+        Case("logits [[500, 498, 490, 0], [-3, 0, 2, 1]] at temperature 0.5, top_k = 3 (exp(1000) "
+             "overflows unless each row's maximum is subtracted first)",
+             (np.array([[500.0, 498.0, 490.0, 0.0], [-3.0, 0.0, 2.0, 1.0]]),),
+             {"temperature": 0.5, "top_k": 3}),
     ),
     mistakes=(
         Mistake("ntp-multiplies-temperature",
@@ -180,6 +185,16 @@ PROBABILITIES = Exercise(
                 "is not divided by its sum: the probabilities add up to less than 1",
                 _SECTION_4, lambda logits, temperature=1.0, top_k=None:
                     _probabilities(logits, temperature, top_k, renormalise=False)),
+        Mistake("ntp-top-k-cut-to-logit-0",
+                "the logits outside the top k are set to 0, not to -inf: exp(0) = 1, so the cut "
+                "tokens keep a probability; a blocked token needs -inf",
+                _SECTION_4, lambda logits, temperature=1.0, top_k=None:
+                    _probabilities(logits, temperature, top_k, fill=0.0)),
+        Mistake("ntp-softmax-overflows",
+                "the softmax does not subtract each row's maximum: exp of a large logit over the "
+                "temperature overflows to inf, and inf / inf is NaN",
+                "01 §3 · Softmax, without overflow", lambda logits, temperature=1.0, top_k=None:
+                    _probabilities(logits, temperature, top_k, stable=False)),
     ),
 )
 

@@ -340,4 +340,73 @@ GQA = Exercise(
     ),
 )
 
-EXERCISES = (RMS_NORM, SWIGLU, ROPE, GQA)
+# ── 09.5 · the KV cache of a published model (a transfer: §6's count on a config.json) ────────
+
+_SECTION_6 = "09 §6 · A decoder-only model, generating with a KV cache"
+
+
+def _kv_cache_bytes(config, tokens, bytes_per_number=2):
+    """2 (K and V) x layers x key/value heads x head width x tokens x bytes per number."""
+    d_head = config["hidden_size"] // config["num_attention_heads"]
+    return (2 * config["num_hidden_layers"] * config["num_key_value_heads"] * d_head * tokens
+            * bytes_per_number)
+
+
+def _kv_model(*, factor=2, kv_heads=True, d_head_is_d_model=False, layers=True, in_bytes=True):
+    def model(config, tokens, bytes_per_number=2):
+        d_model, h = config["hidden_size"], config["num_attention_heads"]
+        heads = config["num_key_value_heads"] if kv_heads else h
+        d_head = d_model if d_head_is_d_model else d_model // h
+        return (factor * (config["num_hidden_layers"] if layers else 1) * heads * d_head * tokens
+                * (bytes_per_number if in_bytes else 1))
+    return model
+
+
+def _config(layers, d_model, heads, kv_heads):  # in the names of Hugging Face's config.json
+    return {"num_hidden_layers": layers, "hidden_size": d_model, "num_attention_heads": heads,
+            "num_key_value_heads": kv_heads}
+
+
+PUBLISHED = {  # notebook 09 §6's table; d_model = heads x d_head
+    "Llama 2 70B": _config(80, 8192, 64, 8), "Mistral 7B": _config(32, 4096, 32, 8),
+    "Llama 2 7B": _config(32, 4096, 32, 32), "Falcon-7B": _config(32, 4544, 71, 1),
+    "GPT-3 175B": _config(96, 12288, 96, 96)}
+
+KV_CACHE_BYTES = Exercise(
+    key="09.5", name="kv_cache_bytes", reference=_kv_cache_bytes, see=_SECTION_6,
+    cases=(
+        Case("2 layers, hidden_size = 8, 4 query heads, 2 key/value heads, 3 tokens, 4 bytes per "
+             "number (by hand: 2 · 2 · 2 · 2 · 3 · 4 = 192)", (_config(2, 8, 4, 2), 3, 4)),
+        Case("Llama 2 70B, 4,096 tokens, 16-bit (GQA: 1.25 GiB)",
+             (PUBLISHED["Llama 2 70B"], 4096)),
+        Case("Mistral 7B, 4,096 tokens, 16-bit (GQA)", (PUBLISHED["Mistral 7B"], 4096)),
+        Case("Llama 2 7B, 4,096 tokens, 16-bit (multi-head attention)",
+             (PUBLISHED["Llama 2 7B"], 4096)),
+        Case("Falcon-7B, 2,048 tokens, 16-bit (multi-query: one key/value head)",
+             (PUBLISHED["Falcon-7B"], 2048)),
+        Case("GPT-3 175B, 2,048 tokens, 32-bit (multi-head attention)",
+             (PUBLISHED["GPT-3 175B"], 2048, 4)),
+    ),
+    mistakes=(
+        Mistake("kv-cache-no-factor-2",
+                "the factor 2 is missing: the cache keeps a key and a value for every token, "
+                "head and layer", _SECTION_6, _kv_model(factor=1)),
+        Mistake("kv-cache-query-heads",
+                "each layer's keys are counted d_model = n_heads · d_head wide, as if every query "
+                "head had its own: only the key/value heads are cached, num_key_value_heads · "
+                "d_head, with d_head = hidden_size / num_attention_heads (the two agree only for "
+                "multi-head attention)", _SECTION_6, _kv_model(kv_heads=False)),
+        Mistake("kv-cache-head-width-d-model",
+                "each key/value head is counted d_model wide: a head is d_head = d_model / "
+                "n_heads wide (hidden_size / num_attention_heads)", _SECTION_6,
+                _kv_model(d_head_is_d_model=True)),
+        Mistake("kv-cache-one-layer",
+                "the layers are forgotten: every layer keeps its own keys and values",
+                _SECTION_6, _kv_model(layers=False)),
+        Mistake("kv-cache-numbers-not-bytes",
+                "this counts numbers, not bytes: multiply by bytes_per_number (2 for 16-bit)",
+                _SECTION_6, _kv_model(in_bytes=False)),
+    ),
+)
+
+EXERCISES = (RMS_NORM, SWIGLU, ROPE, GQA, KV_CACHE_BYTES)

@@ -4,6 +4,7 @@ gradient check by central differences."""
 import numpy as np
 
 from helpers.checks.core import Case, Exercise, Mistake
+from helpers.modern import RMSNorm
 from helpers.training import Adam, gradient_check, lrate, softmax_backward
 from helpers.transformer import LayerNorm, NormCache, softmax
 
@@ -431,4 +432,101 @@ GRADIENT_ERROR = Exercise(
     ),
 )
 
-EXERCISES = (SOFTMAX_BACKWARD, LAYER_NORM_BACKWARD, LRATE, ADAM_STEP, GRADIENT_ERROR)
+
+# ── 07.6 · RMSNorm backward (a transfer: 07.2's rule carried to another norm) ─────────────────
+
+_RMS = _LN  # the section that derives LayerNorm's backward, the rule 07.6 carries over
+
+
+def _rms_norm_backward(d_out, x, gamma, eps=1e-5):
+    """The library's RMSNorm.backward (notebook 09), after its forward on x."""
+    norm = RMSNorm(x.shape[-1], eps)
+    norm.gamma[...] = gamma
+    norm.forward(x)
+    d_x, grads = norm.backward(d_out)
+    return d_x, grads["gamma"]
+
+
+def _rms_model(*, divide=True, root_eps=True, use_eps=True, fixed_eps=False, mean_g=False,
+               correction=True, use_gamma=True, reduce=np.mean, corr_with_x=False,
+               d_gamma_x=False, d_gamma_axis0=False):
+    def model(d_out, x, gamma, eps=1e-5):
+        e = 1e-5 if fixed_eps else (eps if use_eps else 0.0)
+        ms = np.mean(x * x, axis=-1, keepdims=True)
+        rms = np.sqrt(ms + e) if root_eps else np.sqrt(ms) + e
+        x_hat = x / rms
+        g = d_out * gamma if use_gamma else d_out
+        c = x if corr_with_x else x_hat
+        d_x = g - (np.mean(g, axis=-1, keepdims=True) if mean_g else 0)
+        d_x = (d_x - (c * reduce(g * c, axis=-1, keepdims=True) if correction else 0)) / (
+            rms if divide else 1.0)
+        d_g = d_out * (x if d_gamma_x else x_hat)
+        d_gamma = d_g.sum(axis=0) if d_gamma_axis0 else d_g.reshape(-1, x.shape[-1]).sum(axis=0)
+        return d_x, d_gamma
+    return model
+
+
+def _rms_case(label, lead, d_model, scale=2.0, eps=None):
+    x = _rng.normal(size=(*lead, d_model)) * scale
+    gamma = 1 + _rng.normal(0, 0.5, d_model)  # far from ones, so forgetting it shows
+    d_out = _rng.normal(size=(*lead, d_model))
+    return Case(label, (d_out, x, gamma), {} if eps is None else {"eps": eps})
+
+
+RMS_NORM_BACKWARD = Exercise(
+    key="07.6", name="rms_norm_backward", reference=_rms_norm_backward, see=_RMS,
+    outputs=("d_x", "d_gamma"),
+    cases=(
+        Case("x = [[1, -1, 1, -1]], gamma = 1, eps = 0, d_out = [[1, 0, 0, 0]] "
+             "(by hand: d_x = [[0.75, 0.25, -0.25, 0.25]], d_gamma = [1, 0, 0, 0])",
+             (np.array([[1.0, 0.0, 0.0, 0.0]]), np.array([[1.0, -1.0, 1.0, -1.0]]), np.ones(4)),
+             {"eps": 0.0}),
+        _rms_case("3 positions, d_model = 8, gamma not 1, eps = 1e-5 (the default)", (3,), 8),
+        _rms_case("a batch of 2 sequences of 4 positions, d_model = 6", (2, 4), 6),
+        _rms_case("small x (about 0.1) with eps = 0.01, where the place of ε matters", (2,), 5,
+                  scale=0.1, eps=0.01),
+    ),
+    mistakes=(
+        Mistake("rms-backward-layer-norm-mean-term",
+                "the term -mean(g) of LayerNorm's backward is kept: RMSNorm subtracts no mean, "
+                "so no gradient flows through one (only the x_hat · mean(g · x_hat) term "
+                "remains)", _RMS, _rms_model(mean_g=True)),
+        Mistake("rms-backward-rms-held-constant",
+                "d_x = g / rms: the root mean square is treated as a constant, but it moves when "
+                "x moves (the term -x_hat · mean(g · x_hat), the derivative of 1/rms, is "
+                "missing)", _RMS, _rms_model(correction=False)),
+        Mistake("rms-backward-not-divided-by-rms",
+                "d_x is not divided by rms: both terms, g and -x_hat · mean(g · x_hat), pass "
+                "back through x_hat = x / rms, so both are divided by rms", _RMS,
+                _rms_model(divide=False)),
+        Mistake("rms-backward-eps-outside-root",
+                "ε is added outside the root, sqrt(mean(x²)) + ε: RMSNorm divides by "
+                "sqrt(mean(x²) + ε), as LayerNorm by sqrt(var + ε)", _RMS,
+                _rms_model(root_eps=False)),
+        Mistake("rms-backward-no-eps",
+                "ε is left out: rms = sqrt(mean(x²)), not sqrt(mean(x²) + ε)", _RMS,
+                _rms_model(use_eps=False)),
+        Mistake("rms-backward-eps-argument-ignored",
+                "ε is fixed at 1e-5 inside the function: use the argument eps", _RMS,
+                _rms_model(fixed_eps=True)),
+        Mistake("rms-backward-gamma-forgotten",
+                "d_x uses g = d_out, not g = d_out * gamma: the gradient passes back through the "
+                "scale gamma first", _RMS, _rms_model(use_gamma=False)),
+        Mistake("rms-backward-sum-not-mean",
+                "the correction term uses a sum over the features, not a mean (the 1/d_model "
+                "is missing)", _RMS, _rms_model(reduce=np.sum)),
+        Mistake("rms-backward-x-not-x_hat-in-correction",
+                "the correction term uses x, not x_hat = x / rms: x · mean(g · x) is rms² times "
+                "too large", _RMS, _rms_model(corr_with_x=True)),
+        Mistake("rms-backward-d_gamma-from-x",
+                "d_gamma sums d_out * x: y = gamma * x_hat, so it sums d_out * x_hat", _RMS,
+                _rms_model(d_gamma_x=True)),
+        Mistake("rms-backward-d_gamma-summed-over-axis-0",
+                "d_gamma is summed over axis 0 only: with a batch axis it must be summed over "
+                "every position (all axes but the last), shape (d_model,)", _RMS,
+                _rms_model(d_gamma_axis0=True)),
+    ),
+)
+
+EXERCISES = (SOFTMAX_BACKWARD, LAYER_NORM_BACKWARD, LRATE, ADAM_STEP, GRADIENT_ERROR,
+             RMS_NORM_BACKWARD)
