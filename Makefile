@@ -66,10 +66,10 @@ lab: $(STAMP) $(LAB_OVERRIDES)
 
 # One pytest worker per logical CPU, at most 4; a notebook's cells, and a test file with a
 # module-scoped fixture, stay together in one worker, every other test is spread on its own
-# (--dist loadgroup, as tests/conftest.py schedules it). TEST_WORKERS=0 runs everything in this process. Each worker, and the kernels
-# it starts, gets one BLAS thread unless the caller chose a number: two workers with a thread per
-# core each would oversubscribe the cores, and OpenBLAS threads that wait for a core spin (on 2
-# cores `make test` took 7 minutes instead of 2.3).
+# (--dist loadgroup, as conftest.py schedules it). TEST_WORKERS=0 runs everything in this
+# process. Each worker, and the kernels it starts, gets one BLAS thread unless the caller chose a
+# number: two workers with a thread per core each would oversubscribe the cores, and OpenBLAS
+# threads that wait for a core spin (on 2 cores `make test` took 7 minutes instead of 2.3).
 TEST_WORKERS ?= logical --maxprocesses 4
 test: export OPENBLAS_NUM_THREADS ?= 1
 # Bytecode is cached under .venv, never beside the sources, and even where PYTHONDONTWRITEBYTECODE

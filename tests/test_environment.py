@@ -203,3 +203,19 @@ def test_the_pytorch_model_of_the_benchmark_has_our_parameter_count():
     ours = transformer_parameter_count(c.d_model, c.n_heads, c.d_ff, c.n_layers, c.src_vocab,
                                        c.tgt_vocab)
     assert sum(p.numel() for p in theirs.parameters()) == ours == 60_653
+
+
+def test_workers_get_whole_notebooks_whole_fixture_files_and_single_tests():
+    """conftest.py's scheduler: a notebook's cells share one kernel and a module fixture is
+    computed once, so each goes to one worker whole; any other test is a unit of its own."""
+    from conftest import shared_fixture_files, work_unit
+
+    whole = shared_fixture_files()
+    assert {"tests/test_grader.py", "tests/test_translation.py", "tests/test_widgets.py"} <= whole
+    assert "tests/test_masks.py" not in whole  # no module-scoped fixture
+    cells = [f"notebooks/07_training.ipynb::Cell {k}" for k in (0, 1, 88)]
+    assert {work_unit(c, whole) for c in cells} == {"notebooks/07_training.ipynb"}
+    grader = ["tests/test_grader.py::test_a", "tests/test_grader.py::test_b[x]"]
+    assert {work_unit(t, whole) for t in grader} == {"tests/test_grader.py"}
+    single = ["tests/test_masks.py::test_a", "tests/test_masks.py::test_b[1]"]
+    assert [work_unit(t, whole) for t in single] == single
