@@ -321,3 +321,24 @@ def test_k_t_is_named_on_the_batch_and_other_errors_there_are_still_errors():
     result = checks.check(scaled_dot_product_attention)
     assert result.status == "error" and "ValueError: no batches here" in result.message
     assert 'raise ValueError("no batches here")' in result.message  # the learner's line
+
+
+def test_the_padding_mask_case_needs_the_mask_to_broadcast_over_the_queries():
+    case = checks.exercise("01.2").cases[-1]
+    assert case.kwargs["mask"].shape == (2, 1, 4) and "(2, 1, 4)" in case.label
+    out, weights = checks.exercise("01.2").reference(*case.args, **case.kwargs)
+    assert np.all(weights[1, :, 2:] == 0) and np.allclose(weights.sum(-1), 1)
+
+    def scaled_dot_product_attention(Q, K, V, mask=None):  # mask indexed as if (T_q, T_k)
+        scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(Q.shape[-1])
+        if mask is not None:
+            scores[..., mask] = -np.inf
+        weights = _good_softmax(scores)
+        return weights @ V, weights
+
+    for earlier in checks.exercise("01.2").cases[:-1]:  # right while the mask is (T_q, T_k)
+        args, kwargs = earlier.arguments()
+        assert checks.core.same(checks.exercise("01.2").reference(*args, **kwargs),
+                                scaled_dot_product_attention(*args, **kwargs))
+    result = checks.check(scaled_dot_product_attention)
+    assert result.status == "error" and "(2, 1, 4)" in result.message, result.message

@@ -156,6 +156,43 @@ def block_norm_overwrites_input(x, self_attn, feed_forward, norm1, norm2, mask=N
     return x
 
 
+# ── 05.3 · which_order ────────────────────────────────────────────────────────────────────────
+
+
+def order_swapped(block, x):
+    out = block(1e3 * x)
+    grows = np.max(np.abs(out)) > 0.5 * np.max(np.abs(1e3 * x))
+    return "post" if grows else "pre"  # read the wrong way round
+
+
+def order_mean_only(block, x):
+    out = block(x)
+    if np.all(np.abs(np.mean(out, axis=-1)) < 1e-4):  # "a LayerNorm output has mean 0"
+        return "post"
+    return "pre"
+
+
+def order_std_one(block, x):
+    out = block(x)
+    mu, sd = out.mean(axis=-1), out.std(axis=-1)
+    return "post" if np.allclose(mu, 0, atol=1e-4) and np.allclose(sd, 1, atol=1e-4) else "pre"
+
+
+def order_tests_input(block, x):
+    h = x  # meant: h = block(x)
+    normalised = np.allclose(h.mean(-1), 0, atol=1e-4) and np.allclose(h.std(-1), 1, atol=1e-4)
+    return "post" if normalised else "pre"
+
+
+def order_fixed_threshold(block, x):
+    return "post" if np.abs(block(x)).max() <= 3.0 else "pre"  # "LayerNorm outputs are small"
+
+
+def order_probe_too_small(block, x):
+    before, after = np.abs(block(x)).max(), np.abs(block(2 * x)).max()
+    return "pre" if after / before > 1.5 else "post"  # doubling x should double a Pre-LN output
+
+
 WRONG = {
     "ln-unbiased-variance": ln_unbiased_variance,
     "ln-eps-outside-sqrt": ln_eps_outside_sqrt,
@@ -181,6 +218,12 @@ WRONG = {
     "block-residual-from-input": block_residual_from_input,
     "block-add-after-norm": block_add_after_norm,
     "block-norm-overwrites-input": block_norm_overwrites_input,
+    "order-swapped": order_swapped,
+    "order-mean-only": order_mean_only,
+    "order-std-one": order_std_one,
+    "order-tests-input": order_tests_input,
+    "order-fixed-threshold": order_fixed_threshold,
+    "order-probe-too-small": order_probe_too_small,
 }
 
 
@@ -259,3 +302,23 @@ def test_a_residual_added_after_the_norm_is_named():
     result = check(block_add_after_norm, "05.2")
     assert result.mistakes == ("block-add-after-norm",), result.message
     assert "LN(x) + Sublayer(x); Post-LN normalises the sum: LN(x + Sublayer(x))" in result.message
+
+
+def test_the_two_hand_cases_of_which_order_give_the_same_output_on_x():
+    from helpers.checks.blocks import WHICH_ORDER
+
+    (post, x), (pre, x_again) = (case.args for case in WHICH_ORDER.cases[:2])
+    assert "by hand" in WHICH_ORDER.cases[0].label and np.array_equal(x, x_again)
+    assert np.allclose(post(x), x, atol=1e-4) and np.array_equal(pre(x), x)  # alike on x
+    assert np.abs(post(1000 * x)).max() < 1.01 and np.array_equal(pre(1000 * x), 1000 * x)
+    assert [WHICH_ORDER.reference(*case.args) for case in WHICH_ORDER.cases[:2]] == ["post", "pre"]
+
+
+def test_which_order_is_right_on_library_blocks_of_either_order():
+    from helpers.checks.blocks import which_order
+    from helpers.transformer import EncoderBlock
+
+    rng = np.random.default_rng(3)
+    for norm_first, expected in ((False, "post"), (True, "pre")):
+        block = EncoderBlock(16, 4, 32, rng, norm_first=norm_first)
+        assert which_order(block.forward, rng.normal(size=(6, 16))) == expected

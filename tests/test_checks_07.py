@@ -224,6 +224,12 @@ def adam_old_state_returned(p, g, m, v, t, lr, beta1=0.9, beta2=0.98, eps=1e-9):
     return p_t, m, v
 
 
+def adam_stores_corrected_averages(p, g, m, v, t, lr, beta1=0.9, beta2=0.98, eps=1e-9):
+    m = (beta1 * m + (1 - beta1) * g) / (1 - beta1**t)  # "corrected once, kept corrected"
+    v = (beta2 * v + (1 - beta2) * g**2) / (1 - beta2**t)
+    return p - lr * m / (np.sqrt(v) + eps), m, v
+
+
 def adam_ignores_beta_arguments(p, g, m, v, t, lr, beta1=0.9, beta2=0.98, eps=1e-9):
     b1, b2, e = 0.9, 0.98, 1e-9  # the paper's values, always
     m = b1 * m + (1 - b1) * g
@@ -437,6 +443,7 @@ WRONG = {
     "adam-no-sqrt": adam_no_sqrt,
     "adam-old-state-returned": adam_old_state_returned,
     "adam-ignores-beta-arguments": adam_ignores_beta_arguments,
+    "adam-stores-corrected-averages": adam_stores_corrected_averages,
     "gradient-check-one-sided": gradient_check_one_sided,
     "gradient-check-not-restored": gradient_check_not_restored,
     "gradient-check-over-analytic-norm": gradient_check_over_analytic_norm,

@@ -8,6 +8,7 @@ asserts that the checker names exactly the mistake each one makes.
 import numpy as np
 
 from helpers import checks
+from helpers.checks.cost import _causal_attention
 from helpers.transformer import scaled_dot_product_attention
 
 # ── 08.1 · attention_flops ────────────────────────────────────────────────────────────────────
@@ -145,6 +146,56 @@ def online_attention_full_matrix(Q, K, V, block_size=256):  # "block_size is onl
     return np.einsum("...qk,...kv->...qv", e / np.sum(e, axis=-1, keepdims=True), V)
 
 
+# ── 08.4 · causal_online_attention ───────────────────────────────────────────────────────────
+
+
+def _causal_learner(mistake=None):
+    """A learner's causal online attention: one query block at a time, the key loop broken at
+    the first future block, masks from index comparisons."""
+    def causal_online_attention(Q, K, V, block_size=256):
+        if mistake == "float64":
+            Q, K, V = (np.asarray(x, dtype=np.float64) for x in (Q, K, V))
+        dt = Q.dtype
+        n_q, n_k = Q.shape[-2], K.shape[-2]
+        shift_pos = 0 if mistake == "top-left" else n_k - n_q
+        root = 1.0 if mistake == "no-scale" else np.sqrt(Q.shape[-1]).astype(dt)
+        result = np.empty(Q.shape[:-1] + (V.shape[-1],), dtype=dt)
+        for qs in range(0, n_q, block_size):
+            qb = Q[..., qs:qs + block_size, :] / root
+            where = shift_pos + np.arange(qs, qs + qb.shape[-2]).reshape(-1, 1)
+            run_max = np.full(qb.shape[:-1] + (1,), -np.inf, dtype=dt)
+            run_sum = np.zeros(qb.shape[:-1] + (1,), dtype=dt)
+            acc = np.zeros(qb.shape[:-1] + (V.shape[-1],), dtype=dt)
+            for ks in range(0, n_k, block_size):
+                future = ks > where.max()
+                if future and mistake not in ("no-skip", "mask-future"):
+                    break
+                sc = np.matmul(qb, np.swapaxes(K[..., ks:ks + block_size, :], -1, -2))
+                idx = np.arange(ks, ks + sc.shape[-1]).reshape(1, -1)
+                hide = (idx >= where) if mistake == "own-key" else (idx > where)
+                if mistake == "no-skip" and future:
+                    hide = np.zeros_like(hide)  # "the diagonal is all that needs a mask"
+                if mistake != "after-exp":
+                    sc = np.where(hide, dt.type(0) if mistake == "zero" else dt.type(-np.inf), sc)
+                new_max = np.maximum(run_max, np.max(sc, axis=-1, keepdims=True))
+                ref = new_max if mistake == "nan" else np.where(new_max == -np.inf, 0, new_max)
+                e = np.exp(sc - ref)
+                if mistake == "after-exp":
+                    e[np.broadcast_to(hide, e.shape)] = 0
+                f = 1 if mistake == "no-rescale" else np.exp(run_max - ref)
+                run_sum = run_sum * f + np.sum(e, axis=-1, keepdims=True)
+                acc = acc * f + np.matmul(e, V[..., ks:ks + block_size, :])
+                run_max = new_max
+            if mistake == "nan":
+                result[..., qs:qs + block_size, :] = acc / run_sum
+            else:
+                result[..., qs:qs + block_size, :] = np.divide(
+                    acc, run_sum, out=np.zeros_like(acc), where=run_sum > 0)
+        return result
+
+    return causal_online_attention
+
+
 WRONG = {
     "flops-counts-multiply-adds": flops_counts_multiply_adds,
     "flops-no-projections": flops_no_projections,
@@ -173,6 +224,16 @@ WRONG = {
     "online-max-starts-at-zero": _online("max-at-zero"),
     "online-no-scaling": _online("no-scale"),
     "online-full-matrix": online_attention_full_matrix,
+    "causal-mask-after-exp": _causal_learner("after-exp"),
+    "causal-future-blocks-computed": _causal_learner("mask-future"),
+    "causal-future-blocks-unmasked": _causal_learner("no-skip"),
+    "causal-blocks-own-key": _causal_learner("own-key"),
+    "causal-nan-for-empty-rows": _causal_learner("nan"),
+    "causal-aligned-top-left": _causal_learner("top-left"),
+    "causal-blocked-score-zero": _causal_learner("zero"),
+    "causal-no-rescale": _causal_learner("no-rescale"),
+    "causal-no-scaling": _causal_learner("no-scale"),
+    "causal-float32-to-float64": _causal_learner("float64"),
     "online-float32-to-float64": lambda Q, K, V, block_size=256: _online(None)(
         *(np.asarray(x, dtype=float) for x in (Q, K, V)), block_size),
 }
@@ -259,3 +320,60 @@ def test_a_full_matrix_passes_every_value_but_is_named_by_the_memory_case():
             "(half of one T_q x T_k float64 matrix of scores, 2.1 MB) or more: the whole matrix "
             "was built'") in result.message, result.message
     assert checks.check(_online(None), "08.3").status == "passed"  # blocks: below the bound
+
+
+def test_the_missing_rescale_is_named_in_float64_too():
+    """Written the natural way (np.sqrt(d) or np.zeros make float32 inputs float64), the missing
+    rescale is still named: mistakes match in values; the dtype is reported after it."""
+    def online_attention(Q, K, V, block_size=256):
+        return _online("neither")(*(np.asarray(x, dtype=float) for x in (Q, K, V)), block_size)
+
+    result = checks.check(online_attention, "08.3")
+    assert result.status == "mistake" and result.mistakes == ("online-no-rescale",), result.message
+    assert "Also, the dtype:" in result.message and "expects float32 and got float64" in \
+        result.message
+    assert "Also, the dtype" not in checks.check(_online("neither"), "08.3").message  # kept
+
+
+def test_the_learner_style_causal_online_attention_without_a_mistake_passes():
+    result = checks.check(_causal_learner(None), "08.4")
+    assert result.status == "passed", result.message
+
+
+def test_the_causal_cases_by_hand_and_against_a_full_mask():
+    ex = checks.CATALOGUE["08.4"]
+    args, kwargs = ex.cases[0].arguments()
+    assert np.allclose(ex.reference(*args, **kwargs), [[1.0, 2.0], [2.0, 3.0]])
+    args, kwargs = ex.cases[3].arguments()  # 6 queries, 4 keys: the first 2 see no key
+    out = ex.reference(*args, **kwargs)
+    assert np.array_equal(out[:2], np.zeros_like(out[:2])) and np.abs(out[2:]).min() > 0
+    for case in ex.cases:  # the reference equals softmax attention with the causal mask
+        args, kwargs = case.arguments()
+        expected = _causal_attention(*args, **kwargs)
+        assert expected.dtype == args[0].dtype
+        assert checks.same(expected, ex.reference(*args, **kwargs))
+        assert checks.same(expected, _causal_learner(None)(*args, **kwargs))
+
+
+def test_the_whole_masked_matrix_is_named_by_the_work_case():
+    def causal_online_attention(Q, K, V, block_size=256):  # right values, every score computed
+        T_q, T_k = Q.shape[-2], K.shape[-2]
+        s = Q @ K.swapaxes(-1, -2) / np.sqrt(Q.shape[-1], dtype=Q.dtype)
+        s = np.where(np.arange(T_k) > np.arange(T_q)[:, None] + T_k - T_q, -np.inf, s)
+        m = s.max(axis=-1, keepdims=True)
+        e = np.exp(s - np.where(np.isfinite(m), m, 0))
+        total = e.sum(axis=-1, keepdims=True)
+        return (e / np.where(total > 0, total, 1)) @ V
+
+    result = checks.check(causal_online_attention, "08.4")
+    assert result.mistakes == ("causal-future-blocks-computed",), result.message
+    assert "more than 9,216 multiply-adds" in result.message
+
+
+def test_the_solution_of_08_4_passes_and_keeps_float32():
+    from tests.exercises import ROOT, load, parts, solution_code
+
+    nb = load(ROOT / "notebooks" / "exercises" / "08_attention_cost.ipynb")
+    space = {"np": np}
+    exec(solution_code(parts(nb)["08.4"]["solution"]), space)
+    assert checks.check(space["causal_online_attention"], "08.4").status == "passed"

@@ -209,8 +209,69 @@ def bigram_ignores_the_previous_character(train_ids, val_ids, vocab):
     return -np.mean([math.log((counts[b] + 1) / total) for b in val_ids[1:].tolist()])
 
 
+# ── 10.4 · top_p_probabilities ────────────────────────────────────────────────────────────────
+
+
+def _nucleus(mistake=None):
+    """A learner's top-p, one row at a time: sort, add up, find the probability that reaches
+    top_p, keep every token at least that probable."""
+    def top_p_probabilities(logits, top_p):
+        z = np.asarray(logits, dtype=float)
+        e = np.exp(z) if mistake == "overflow" else np.exp(z - z.max(axis=-1, keepdims=True))
+        probs = e / e.sum(axis=-1, keepdims=True)
+        out = np.zeros_like(probs)
+        for row, p in zip(out.reshape(-1, z.shape[-1]), probs.reshape(-1, z.shape[-1])):
+            order = np.argsort(p, kind="stable")
+            if mistake != "ascending":
+                order = order[::-1] if mistake != "ties" else np.argsort(-p, kind="stable")
+            ps = p[order]
+            total = np.cumsum(ps)
+            if mistake == "crossing":
+                n = int((total <= top_p).sum())  # "stop before going past top_p"
+            else:
+                n = min(int((total < top_p).sum()) + 1, len(p))
+            if mistake == "ties":
+                keep = np.zeros(len(p), dtype=bool)
+                keep[order[:n]] = True
+            elif mistake == "unsorted":
+                keep = np.arange(len(p)) < n  # the first n places, not the first n tokens
+            else:
+                keep = p >= ps[n - 1] if n else np.zeros(len(p), dtype=bool)
+                if mistake == "ascending":
+                    keep = p <= ps[n - 1]
+            row[keep] = p[keep]
+            if mistake != "no-renormalise":
+                with np.errstate(invalid="ignore"):
+                    row /= row.sum()
+        return out
+
+    return top_p_probabilities
+
+
+topp_crossing_token_dropped = _nucleus("crossing")
+topp_not_renormalised = _nucleus("no-renormalise")
+topp_sorted_ascending = _nucleus("ascending")
+topp_ties_split = _nucleus("ties")
+topp_mask_not_unsorted = _nucleus("unsorted")
+topp_softmax_overflows = _nucleus("overflow")
+
+
 WRONG = {name.replace("_", "-"): fn for name, fn in list(globals().items())
-         if name.startswith(("ntl_", "ntp_", "bigram_")) and callable(fn)}
+         if name.startswith(("ntl_", "ntp_", "bigram_", "topp_")) and callable(fn)}
+
+
+def test_a_learner_style_top_p_passes_and_the_cases_are_far_from_a_boundary():
+    assert checks.check(_nucleus(None), "10.4").status == "passed"
+    ex = checks.CATALOGUE["10.4"]
+    for case in ex.cases:  # every cumulative sum is far from top_p: no rounding decides a case
+        (logits, top_p), _ = case.arguments()
+        p = np.sort(_softmax(np.asarray(logits, dtype=float)), axis=-1)[..., ::-1]
+        gap = np.abs(np.cumsum(p, axis=-1) - top_p)
+        assert gap[..., :-1].min() > 1e-6, case.label
+    (logits, top_p), _ = ex.cases[0].arguments()
+    assert np.allclose(ex.reference(logits, top_p), [[2 / 3, 1 / 3, 0, 0]])
+    (logits, top_p), _ = ex.cases[5].arguments()
+    assert (ex.reference(logits, top_p) > 0).sum(axis=-1).tolist() == [4, 3]
 
 
 def test_a_right_loss_with_loops_passes():

@@ -47,15 +47,17 @@ itself, or forge its messages to the grader. Grade files you do not trust in a c
 The catalogue, one module per notebook (each exercise lists its mistakes):
 
 * ``attention`` 01: softmax, scaled dot-product attention with a mask, the variance of the scores
-* ``heads``     02: multi-head attention: split_heads, merge_heads, the layer
+* ``heads``     02: multi-head attention: split_heads, merge_heads, the layer, a previous-token
+  head
 * ``positions`` 03: the sinusoidal table, embeddings plus positions, the rotation M_k
 * ``masks``     04: the causal and the padding mask, a softmax with fully blocked rows
-* ``blocks``    05: LayerNorm and the Post-LN block
-* ``decoder``   06: the decoder block with cross-attention, greedy decoding
-* ``training``  07: softmax and LayerNorm backward, the warm-up schedule, Adam, a gradient check
-* ``cost``      08: attention without the n x n matrix, and what it costs
-* ``modern``    09: RMSNorm, SwiGLU, RoPE, grouped-query attention
-* ``lm``        10: the next-token loss, the sampling step, the bigram baseline
+* ``blocks``    05: LayerNorm, the Post-LN block, telling Post-LN from Pre-LN
+* ``decoder``   06: the decoder block with cross-attention, greedy decoding, the parameter count
+* ``training``  07: softmax and LayerNorm backward, the warm-up schedule, Adam, a gradient check,
+  RMSNorm backward
+* ``cost``      08: attention without the n x n matrix, and what it costs, with a causal mask
+* ``modern``    09: RMSNorm, SwiGLU, RoPE, grouped-query attention, a model's KV cache in bytes
+* ``lm``        10: the next-token loss, the sampling step, the bigram baseline, top-p sampling
 * ``translation`` 11: one merge of byte-pair encoding, one step of beam search, BLEU
 
 Grading a file: ``worker`` (the child process), ``child`` (running one), ``wire`` (what it sends).

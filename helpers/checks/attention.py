@@ -158,6 +158,11 @@ SDPA = Exercise(
                    "blocks every key", 3, 4, 8, 5, mask=_BLOCKED),
         _sdpa_case("a batch of 2, 3 queries, 4 keys, d_k = 9, d_v = 6, the mask above "
                    "broadcast over the batch", 3, 4, 9, 6, mask=_BLOCKED, lead=(2,)),
+        _sdpa_case("a batch of 2, 3 queries, 4 keys, d_k = 5, d_v = 2, a padding mask of shape "
+                   "(2, 1, 4): keys 2 and 3 of sequence 1 are padding, blocked for every one of "
+                   "its queries (the mask broadcasts over the query axis)", 3, 4, 5, 2,
+                   mask=np.array([[False] * 4, [False, False, True, True]])[:, None, :],
+                   lead=(2,)),
     ),
     mistakes=(
         Mistake("attention-no-scaling",

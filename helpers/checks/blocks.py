@@ -1,4 +1,4 @@
-"""Exercises of notebook 05: LayerNorm and the Post-LN block."""
+"""Exercises of notebook 05: LayerNorm, the Post-LN block, and telling Post-LN from Pre-LN."""
 
 import numpy as np
 
@@ -296,4 +296,113 @@ POST_LN_BLOCK = Exercise(
     ),
 )
 
-EXERCISES = (LAYER_NORM, POST_LN_BLOCK)
+# ── 05.3 · which order does a block run? ─────────────────────────────────────────────────────
+
+
+def which_order(block, x):
+    """"post" if `block` ends with a LayerNorm (Post-LN), "pre" if its input passes through
+    (Pre-LN): a Post-LN output is bounded by γ and β whatever comes in; a Pre-LN output is the
+    input plus terms computed from normalised arrays, so it grows with the input."""
+    big = 1000 * x  # (T, d_model): far larger than any LayerNorm output
+    return "pre" if np.abs(block(big)).max() > 0.5 * np.abs(big).max() else "post"
+
+
+def _encoder(norm_first, gamma=None, beta=None):
+    """An EncoderBlock's forward (d_model 8, 2 heads, d_ff 16, random weights) whose two norms
+    get gamma and beta (default 1 and 0)."""
+    block = EncoderBlock(D_MODEL, 2, 16, _rng, norm_first=norm_first)
+    for norm in (block.norm1, block.norm2):
+        norm.load_parameters({"gamma": np.ones(D_MODEL) if gamma is None else gamma(),
+                              "beta": np.zeros(D_MODEL) if beta is None else beta()})
+    return block.forward
+
+
+def _zero_sublayers_post(h):  # Post-LN with both sub-layers returning zeros: LN(LN(h))
+    norm = LayerNorm(h.shape[-1])
+    return norm.forward(norm.forward(h))
+
+
+def _zero_sublayers_pre(h):  # Pre-LN with both sub-layers returning zeros: h + 0 + 0
+    return h + 0.0
+
+
+def _standardised_rows(x):
+    return (x - x.mean(axis=-1, keepdims=True)) / x.std(axis=-1, keepdims=True)
+
+
+def _looks_normalised(h, check_std=True):
+    """Whether every row of h has mean 0 (and standard deviation 1), to 1e-3."""
+    ok = np.allclose(h.mean(axis=-1), 0, atol=1e-3)
+    return ok and (not check_std or np.allclose(h.std(axis=-1), 1, atol=1e-3))
+
+
+_NORMALISED = np.array([[-1.0, 1.0, -1.0, 1.0]])  # mean 0, standard deviation 1 already
+_ORDER = "05 §5 · A stack of blocks, and Post-LN against Pre-LN"
+_SCALE = _rng.uniform(0.5, 5.0, D_MODEL), _rng.normal(0.0, 2.0, D_MODEL)
+
+WHICH_ORDER = Exercise(
+    key="05.3", name="which_order", reference=which_order, see=_ORDER,
+    cases=(
+        Case("by hand: both sub-layers return zeros, so Post-LN is LN(LN(h)), γ = 1, β = 0; "
+             "x = [[-1, 1, -1, 1]] (block(x) ≈ x, as for the Pre-LN block of the next case) "
+             "-> 'post'", (_zero_sublayers_post, _NORMALISED)),
+        Case("by hand: both sub-layers return zeros, so Pre-LN is h + 0 + 0; x = "
+             "[[-1, 1, -1, 1]] (block(x) = x, which looks like a LayerNorm output) -> 'pre'",
+             (_zero_sublayers_pre, _NORMALISED)),
+        Case("Post-LN, random weights, γ = 1, β = 0, x of shape (5, 8)",
+             (_encoder(False), _rng.normal(size=(5, D_MODEL)))),
+        Case("Pre-LN, random weights, γ = 1, β = 0, x with mean about 2 and std about 3",
+             (_encoder(True), _rng.normal(size=(5, D_MODEL)) * 3 + 2)),
+        Case("Post-LN, γ = 2, β = 0 (output rows have mean 0 and standard deviation 2)",
+             (_encoder(False, lambda: np.full(D_MODEL, 2.0)), _rng.normal(size=(5, D_MODEL)))),
+        Case("Post-LN, random γ (0.5 to 5) and β",
+             (_encoder(False, lambda: _SCALE[0], lambda: _SCALE[1]),
+              _rng.normal(size=(5, D_MODEL)))),
+        Case("Pre-LN, random γ and β, x with rows already normalised (mean 0, std 1)",
+             (_encoder(True, lambda: _SCALE[0], lambda: _SCALE[1]),
+              _standardised_rows(_rng.normal(size=(5, D_MODEL))))),
+        Case("Pre-LN, γ = 1, β = 0, a small x (std about 0.1)",
+             (_encoder(True), _rng.normal(size=(5, D_MODEL)) * 0.1)),
+    ),
+    mistakes=(
+        Mistake("order-swapped",
+                "the answers are swapped: an output that stays bounded whatever the input's "
+                "size comes from a block that ends with a LayerNorm, Post-LN; one that grows "
+                "with the input carries x through its skips, Pre-LN",
+                _ORDER,
+                lambda block, x: "post" if which_order(block, x) == "pre" else "pre"),
+        Mistake("order-mean-only",
+                "only the mean of block(x)'s rows is tested: a Post-LN output's rows have mean "
+                "0 only when β = 0 and γ is constant, and a Pre-LN block returns rows of mean 0 "
+                "when x has them and its sub-layers add little; probe the block with an input "
+                "of your own instead",
+                _ORDER,
+                lambda block, x: "post" if _looks_normalised(block(x), False) else "pre"),
+        Mistake("order-std-one",
+                "the test is 'block(x)'s rows have mean 0 and standard deviation 1', true of a "
+                "Post-LN block only when γ = 1 and β = 0 (and of a Pre-LN block whose x is "
+                "already normalised); what does not depend on γ and β is that a Post-LN "
+                "output stays bounded whatever the input's size",
+                _ORDER, lambda block, x: "post" if _looks_normalised(block(x)) else "pre"),
+        Mistake("order-tests-input",
+                "the statistics are taken of x, the block's input, not of what the block "
+                "returns: x says nothing about the block",
+                _ORDER, lambda block, x: "post" if _looks_normalised(x) else "pre"),
+        Mistake("order-fixed-threshold",
+                "block(x) is called 'post' when its values are small (below 3): a LayerNorm's "
+                "output is bounded, but by its γ and β, which can be large, and a Pre-LN "
+                "block's output is small too when x is; compare the output with the input "
+                "you give it",
+                _ORDER,
+                lambda block, x: "post" if np.abs(block(x)).max() < 3 else "pre"),
+        Mistake("order-probe-too-small",
+                "the probe is too small (block(2·x) against block(x)): a Pre-LN output is x "
+                "plus sub-layer outputs of a fixed size, so doubling a small or normalised x "
+                "hardly changes it; scale x by 1000 so that x dominates",
+                _ORDER,
+                lambda block, x: "pre" if np.abs(block(2 * x)).max()
+                > 1.5 * np.abs(block(x)).max() else "post"),
+    ),
+)
+
+EXERCISES = (LAYER_NORM, POST_LN_BLOCK, WHICH_ORDER)

@@ -149,15 +149,16 @@ def _parts(value, names):
     return [(names[0] if names else "result", value)]
 
 
-def same(a, b, rtol=RTOL, atol=ATOL):
+def same(a, b, rtol=RTOL, atol=ATOL, dtype=True):
     """True when b (what came back) is the same result as a (what was expected): equal shapes and
     values within the tolerances (relative to a), NaN where a has NaN; tuples, lists and dicts
-    compared element by element."""
+    compared element by element. With dtype=False a float32 expected value may come back in
+    another float dtype (compared at float32's precision): values only."""
     if isinstance(a, dict) or isinstance(b, dict):
         return (isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys()
-                and all(same(a[k], b[k], rtol, atol) for k in a))
+                and all(same(a[k], b[k], rtol, atol, dtype) for k in a))
     if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
-        return len(a) == len(b) and all(same(x, y, rtol, atol) for x, y in zip(a, b))
+        return len(a) == len(b) and all(same(x, y, rtol, atol, dtype) for x, y in zip(a, b))
     if isinstance(a, tuple) or isinstance(b, tuple):  # several results against one
         return False
     # a list of numbers against an array of the same numbers (np.append builds arrays): the same
@@ -174,8 +175,8 @@ def same(a, b, rtol=RTOL, atol=ATOL):
             return False
     if a.dtype.kind == "b" or b.dtype.kind == "b":
         return a.dtype == b.dtype and bool(np.array_equal(a, b))
-    if _low_precision(a):  # float32 expected: kept, and compared at its own precision
-        if b.dtype != a.dtype:
+    if _low_precision(a) or not dtype and _low_precision(b):  # float32 expected: kept, and
+        if dtype and b.dtype != a.dtype:  # compared at its own precision
             return False
         rtol, atol = max(rtol, RTOL_32), max(atol, ATOL_32)
     with np.errstate(all="ignore"):  # rtol relative to a, the expected value
@@ -361,11 +362,12 @@ def time_limit(seconds=None):
             signal.setitimer(signal.ITIMER_REAL, max(outer_left - (time.monotonic() - start), 1e-3))
 
 
-def _matches(mistake, ex, got):
-    """Whether the learner's results equal the mistake's model on every case."""
+def _matches(mistake, ex, got, dtype=True):
+    """Whether the learner's results equal the mistake's model on every case (with dtype=False,
+    in values only: a float32 result that came back float64)."""
     for case, value in zip(ex.cases, got):
         try:
-            if not same(_call(mistake.model, case), value, ex.rtol, ex.atol):
+            if not same(_call(mistake.model, case), value, ex.rtol, ex.atol, dtype):
                 return False
         except Exception:  # a model that cannot run a case does not match it
             return False
@@ -609,6 +611,11 @@ def verdict(ex: Exercise, got: Answer) -> Result:
         return Result(ex.key, ex.name, "passed",
                       f"{_header(ex, '✓')}: passed all {len(ex.cases)} cases.")
     matches = [m for m in ex.mistakes if _matches(m, ex, got)]
+    dtype_note = ""
+    if not matches:  # the same values as a mistake's, in another dtype: name the mistake, and
+        matches = [m for m in ex.mistakes if _matches(m, ex, got, dtype=False)]  # the dtype
+        if matches:
+            dtype_note = _dtype_note(ex, expected, got)
     shown = [(i, _first_difference(expected[i], got[i], names, ex.rtol, ex.atol)) for i in wrong]
     i, (part, where, e_text, g_text) = next(
         ((i, d) for i, d in shown if d[2] != d[3]), shown[0])  # a case where the texts differ
@@ -628,13 +635,14 @@ def verdict(ex: Exercise, got: Answer) -> Result:
         return Result(ex.key, ex.name, "mistake",
                       f"{_header(ex, '✗')}: {m.says}\n{evidence}\n"
                       f"  Your result equals this mistake's on all {len(ex.cases)} cases "
-                      f"[{m.name}]. {_see(m.see)}", (m.name,))
+                      f"[{m.name}]. {_see(m.see)}{dtype_note}", (m.name,))
     if matches:
         listed = "\n".join(f"  - {m.says} [{m.name}] ({_see(m.see)[0].lower()}{_see(m.see)[1:]})"
                            for m in matches)
         return Result(ex.key, ex.name, "ambiguous",
                       f"{_header(ex, '✗')}: your result equals what each of these mistakes gives "
-                      f"on every case; these cases cannot tell them apart:\n{listed}\n{evidence}",
+                      f"on every case; these cases cannot tell them apart:\n{listed}\n{evidence}"
+                      f"{dtype_note}",
                       tuple(m.name for m in matches))
     # a mistake nobody catalogued: which cases pass, and every part that differs, side by side
     # with what was expected (the weights too, where the function returns them)
@@ -649,6 +657,19 @@ def verdict(ex: Exercise, got: Answer) -> Result:
                   f"{_header(ex, '✗')}: wrong on {len(wrong)} of {len(ex.cases)} cases, and not "
                   f"one of the {len(ex.mistakes)} mistakes this checker knows.\n"
                   f"{_which_cases(ex, wrong)}" + "\n".join(lines) + f"{notes}\n  {_see(ex.see)}")
+
+
+def _dtype_note(ex, expected, got):
+    """A line for a result that equals a mistake's in values but not in dtype: which case's
+    float32 came back in another dtype."""
+    for case, e, g in zip(ex.cases, expected, got):
+        for (_, e_part), (_, g_part) in zip(_parts(e, ex.outputs), _parts(g, ex.outputs)):
+            e_dtype, g_dtype = getattr(e_part, "dtype", None), getattr(g_part, "dtype", None)
+            if e_dtype is not None and _low_precision(np.asarray(e_part)) and e_dtype != g_dtype:
+                return (f"\n  Also, the dtype: the case \"{_short(case.label, 60)}\" expects "
+                        f"{e_dtype} and got {g_dtype or type(g_part).__name__}; keep the "
+                        "inputs' dtype.")
+    return ""
 
 
 def _code_names(code):

@@ -5,7 +5,7 @@ import tracemalloc
 import numpy as np
 
 from helpers.checks.core import Case, Exercise, Mistake
-from helpers.transformer import online_attention
+from helpers.transformer import online_attention, scaled_dot_product_attention
 
 _rng = np.random.default_rng(108)  # the cases are the same on every run and every machine
 
@@ -211,10 +211,10 @@ def _memory(fn, Q, K, V, block_size):
     return f"its peak memory is {half} or more: the whole matrix was built"
 
 
-_SECTION_6 = "08 §3 · Attention without the n × n matrix"
+_SECTION_3 = "08 §3 · Attention without the n × n matrix"
 
 ONLINE = Exercise(
-    key="08.3", name="online_attention", reference=online_attention, see=_SECTION_6,
+    key="08.3", name="online_attention", reference=online_attention, see=_SECTION_3,
     cases=(
         _case("Q = 0, 3 keys in blocks of 2 (by hand: every score is 0, so the output is the "
               "mean of V's rows, [[3, 4]])",
@@ -241,33 +241,33 @@ ONLINE = Exercise(
         Mistake("online-no-rescale",
                 "neither the running sum nor the running output is multiplied by "
                 "exp(m_old - m_new) when a block raises the maximum",
-                _SECTION_6,
+                _SECTION_3,
                 _mistake(rescale_sum=False, rescale_out=False)),
         Mistake("online-output-not-rescaled",
                 "the running sum is rescaled by exp(m_old - m_new) when the maximum grows, but "
                 "the running output is not",
-                _SECTION_6, _mistake(rescale_out=False)),
+                _SECTION_3, _mistake(rescale_out=False)),
         Mistake("online-sum-not-rescaled",
                 "the running output is rescaled by exp(m_old - m_new) when the maximum grows, "
                 "but the running sum is not",
-                _SECTION_6, _mistake(rescale_sum=False)),
+                _SECTION_3, _mistake(rescale_sum=False)),
         Mistake("online-exp-inf-on-first-block",
                 "on the first block the old maximum is -inf, and an exponential taken against "
                 "it is exp(+inf) = inf, so the output is NaN: the rescale factor is "
                 "exp(m_old - m_new) (not its inverse), and the block's terms are exp(s - m_new), "
                 "with the new maximum",
-                _SECTION_6, _mistake(invert=True)),
+                _SECTION_3, _mistake(invert=True)),
         Mistake("online-no-final-division",
                 "the running output is returned without the final division by the running sum",
-                _SECTION_6, _mistake(divide=False)),
+                _SECTION_3, _mistake(divide=False)),
         Mistake("online-drops-last-block",
                 "the last block is dropped when T_k is not a multiple of block_size (the loop "
                 "runs over full blocks only)",
-                _SECTION_6, _mistake(partial=False)),
+                _SECTION_3, _mistake(partial=False)),
         Mistake("online-max-never-stored",
                 "the new maximum is computed but never stored (m = m_new is missing): m stays "
                 "-inf, every block's rescale is 0, and only the last block counts",
-                _SECTION_6, _mistake(store_max=False)),
+                _SECTION_3, _mistake(store_max=False)),
         Mistake("online-no-running-max",
                 "the exponentials are taken without subtracting a running maximum: scores "
                 "like +1000 overflow and -1000 underflow to 0 / 0",
@@ -276,30 +276,192 @@ ONLINE = Exercise(
                 "the maximum is taken from the first block and never updated: a later block "
                 "whose scores are far larger (here by 800) overflows exp(s - m); keep a running "
                 "maximum and rescale the old sums when it grows",
-                _SECTION_6, _mistake(first_block_max=True)),
+                _SECTION_3, _mistake(first_block_max=True)),
         Mistake("online-max-over-all-queries",
                 "one maximum is taken over the whole block, for all queries at once (no "
                 "axis=-1): a query whose scores are far below another query's (-1000 against "
                 "+1000) underflows to 0 / 0; each query needs its own maximum",
-                _SECTION_6, _mistake(per_query=False)),
+                _SECTION_3, _mistake(per_query=False)),
         Mistake("online-max-starts-at-zero",
                 "the running maximum starts at 0, not -inf: a query whose scores are all far "
                 "below 0 (like -1000) underflows to 0 / 0",
-                _SECTION_6, _mistake(m0=0.0)),
+                _SECTION_3, _mistake(m0=0.0)),
         Mistake("online-float32-to-float64",
                 "float32 inputs give a float64 output: the running sums were made with "
                 "np.zeros or np.full, which are float64 unless told; make them in Q's dtype "
                 "(dtype=Q.dtype), as the notebook does",
-                _SECTION_6, _mistake(dtype=np.float64)),
+                _SECTION_3, _mistake(dtype=np.float64)),
         Mistake("online-full-matrix",
                 "the whole T_q x T_k matrix of scores is built, softmax(Q Kᵀ / √d_k) V in one "
                 "piece: the values are right, but the memory grows with T_q · T_k; go through "
                 "the keys block by block, keeping only a running maximum, sum and output",
-                _SECTION_6, _full_matrix),
+                _SECTION_3, _full_matrix),
         Mistake("online-no-scaling",
                 "the scores are not divided by √d_k",
                 "01 §4 · Why divide by √d_k", _mistake(scale=False)),
     ),
 )
 
-EXERCISES = (FLOPS, MEMORY, ONLINE)
+
+# ── 08.4 · online attention with a causal mask, block by block ────────────────────────────────
+
+
+def _causal_attention(Q, K, V, block_size=256):
+    """softmax attention with the causal mask aligned to the last key (query i at position
+    i + T_k - T_q sees keys 0 … that position), in Q's dtype; a query that sees no key gets 0."""
+    T_q, T_k = Q.shape[-2], K.shape[-2]
+    blocked = np.arange(T_k) > np.arange(T_q)[:, None] + (T_k - T_q)  # (T_q, T_k)
+    return scaled_dot_product_attention(Q, K, V, blocked)[0].astype(Q.dtype, copy=False)
+
+
+def _causal(Q, K, V, block_size=256, *, skip=True, above=True, after_exp=False, safe=True,
+            right=True, scale=True, rescale=True, fill=-np.inf, dtype=None, mask_future=False):
+    """Causal online attention over blocks of queries and keys, with switches that turn on one
+    mistake each."""
+    dtype = dtype or Q.dtype
+    Q, K, V = (x.astype(dtype, copy=False) for x in (Q, K, V))
+    T_q, T_k = Q.shape[-2], K.shape[-2]
+    if scale:
+        Q = Q / np.sqrt(Q.shape[-1], dtype=dtype)
+    out = np.zeros((*Q.shape[:-1], V.shape[-1]), dtype=dtype)
+    for i in range(0, T_q, block_size):
+        q = Q[..., i:i + block_size, :]
+        pos = np.arange(i, i + q.shape[-2])[:, None] + (T_k - T_q if right else 0)
+        m = np.full((*q.shape[:-1], 1), -np.inf, dtype=dtype)
+        ell, a = np.zeros_like(m), np.zeros((*q.shape[:-1], V.shape[-1]), dtype=dtype)
+        stop = min(T_k, int(pos[-1, 0]) + 1) if skip else T_k
+        for j in range(0, stop, block_size):
+            s = q @ K[..., j:j + block_size, :].swapaxes(-1, -2)
+            keys = np.arange(j, j + s.shape[-1])
+            blocked = (keys > pos) if above else (keys >= pos)
+            if not skip and not mask_future and j > pos[-1, 0]:
+                blocked = np.zeros_like(blocked)  # a future block taken as it is
+            if not after_exp:
+                s = np.where(blocked, fill, s).astype(dtype, copy=False)
+            m_new = np.maximum(m, s.max(axis=-1, keepdims=True))
+            shift = np.where(np.isfinite(m_new), m_new, 0) if safe else m_new
+            p = np.exp(s - shift)
+            if after_exp:
+                p = np.where(blocked, 0, p).astype(dtype, copy=False)
+            factor = np.exp(m - shift) if rescale else 1
+            ell = ell * factor + p.sum(axis=-1, keepdims=True)
+            a = a * factor + p @ V[..., j:j + block_size, :]
+            m = m_new
+        out[..., i:i + block_size, :] = a / np.where(ell > 0, ell, 1) if safe else a / ell
+    return out
+
+
+def _causal_mistake(**switches):
+    return lambda Q, K, V, block_size=256: _causal(Q, K, V, block_size, **switches)
+
+
+def _future_far_larger():
+    """6 queries and keys in blocks of 3 whose last key scores about 1000 above the others for
+    every query: only the last query may see it."""
+    Q, K, V = _qkv((), 6, 6, 4, 3)
+    K[5] += 1000 * np.sqrt(4) * Q.mean(axis=0) / (Q.mean(axis=0) @ Q.mean(axis=0))
+    Q = Q.mean(axis=0) + 0.05 * Q  # queries close to their mean: every score of key 5 is high
+    return Q, K, V
+
+
+def _work(fn, Q, K, V, block_size):
+    """The multiply-adds of the products fn takes with K (its scores), as a verdict: whether it
+    stays within the causal bound, the key blocks up to each query block's diagonal."""
+    count = [0]
+
+    class Keys(np.ndarray):  # K, counting the products it takes part in
+        def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+            inputs = tuple(x.view(np.ndarray) if isinstance(x, Keys) else x for x in inputs)
+            if "out" in kwargs:
+                kwargs["out"] = tuple(x.view(np.ndarray) if isinstance(x, Keys) else x
+                                      for x in kwargs["out"])
+            result = getattr(ufunc, method)(*inputs, **kwargs)
+            if ufunc is np.matmul and method == "__call__":
+                count[0] += int(np.size(result)) * int(np.shape(inputs[0])[-1])
+            return result
+
+    fn(Q, K.view(Keys), V, block_size=block_size)
+    T_q, T_k, d = Q.shape[-2], K.shape[-2], Q.shape[-1]
+    bound = 0
+    for i in range(0, T_q, block_size):  # each query block, against the keys up to the end of
+        last = min(i + block_size, T_q)  # its last query's key block
+        keys = min(T_k, -(-max(last + T_k - T_q, 0) // block_size) * block_size)
+        bound += (last - i) * keys * d
+    if count[0] <= bound:
+        return f"at most {bound:,} multiply-adds of scores: no key block after the diagonal"
+    return (f"more than {bound:,} multiply-adds of scores: key blocks entirely after a query "
+            "block's diagonal were computed")
+
+
+_CAUSAL_MASK = "04 §1 · The causal mask: no looking ahead"
+
+CAUSAL = Exercise(
+    key="08.4", name="causal_online_attention", reference=_causal, see=_SECTION_3,
+    cases=(
+        _case("Q = 0, 2 queries and 2 keys in blocks of 1 (by hand: query 0 sees key 0 only, "
+              "query 1 both: [[1, 2], [2, 3]])",
+              (np.zeros((2, 2)), np.array([[1.0, 0.0], [0.0, 1.0]]),
+               np.array([[1.0, 2.0], [3.0, 4.0]])), 1),
+        _case("7 queries and 7 keys in blocks of 3: diagonal blocks partly masked, future "
+              "blocks whole, a short last block", _qkv((), 7, 7, 4, 3), 3),
+        _case("3 new queries against 8 keys (a cache: the queries sit at positions 5, 6, 7), "
+              "blocks of 2", _qkv((), 3, 8, 4, 3), 2),
+        _case("6 queries against 4 keys, blocks of 4: the first 2 queries sit before every key "
+              "and see none (output 0)", _qkv((), 6, 4, 4, 3), 4),
+        _case("6 queries and keys in blocks of 3, the last key scoring about 1000 above the "
+              "others: only the last query may see it", _future_far_larger(), 3),
+        _case("a batch of 2 with 3 heads, 5 queries and keys in blocks of 2",
+              _qkv((2, 3), 5, 5, 4, 6), 2),
+        _case("float32 Q, K and V: 9 queries and keys in blocks of 4 (the output stays float32)",
+              tuple(x.astype(np.float32) for x in _qkv((), 9, 9, 4, 3)), 4),
+        Case("64 queries and keys in blocks of 8, d_k = 4: the multiply-adds of the scores it "
+             "computes (counted on K's products), at most 9,216 (the key blocks up to each "
+             "query block's diagonal; all 64 x 64 scores are 16,384)", _qkv((), 64, 64, 4, 3),
+             {"block_size": 8}, probe=_work),
+    ),
+    mistakes=(
+        Mistake("causal-future-blocks-computed",
+                "key blocks entirely after a query block's diagonal are computed and then masked "
+                "(or the whole matrix of scores is): the values are right, but that work is "
+                "wasted; stop each query block's key loop at its diagonal block",
+                _SECTION_3, _causal_mistake(skip=False, mask_future=True)),
+        Mistake("causal-mask-after-exp",
+                "the mask is applied after the exponent (blocked terms zeroed), so the running "
+                "maximum includes blocked scores: a future key scoring 1000 higher makes every "
+                "visible exp(s - m) underflow to 0; set blocked scores to -inf before the "
+                "maximum", _SECTION_3, _causal_mistake(after_exp=True)),
+        Mistake("causal-future-blocks-unmasked",
+                "key blocks entirely after a query block are neither skipped nor masked: those "
+                "queries see future keys; stop the key loop at the block's last position",
+                _CAUSAL_MASK, _causal_mistake(skip=False)),
+        Mistake("causal-blocks-own-key",
+                "the diagonal block blocks key k when k >= the query's position: a query sees "
+                "its own key (k > position is blocked, k = position is not)",
+                _CAUSAL_MASK, _causal_mistake(above=False)),
+        Mistake("causal-nan-for-empty-rows",
+                "a query that sees no key gets NaN (0 / 0, or exp(-inf - (-inf))): subtract 0 "
+                "instead of an infinite maximum, and divide by 1 where the running sum is 0, so "
+                "its output is 0 as in notebook 01",
+                _SECTION_3, _causal_mistake(safe=False)),
+        Mistake("causal-aligned-top-left",
+                "query i is taken at position i; with fewer queries than keys (a cache), the "
+                "queries are the last ones: query i sits at i + T_k - T_q",
+                _CAUSAL_MASK, _causal_mistake(right=False)),
+        Mistake("causal-blocked-score-zero",
+                "blocked scores are set to 0, not -inf: exp(0 - m) is not 0, so blocked keys "
+                "still count", _CAUSAL_MASK, _causal_mistake(fill=0.0)),
+        Mistake("causal-no-rescale",
+                "neither the running sum nor the running output is multiplied by "
+                "exp(m_old - m_new) when a block raises the maximum",
+                _SECTION_3, _causal_mistake(rescale=False)),
+        Mistake("causal-no-scaling",
+                "the scores are not divided by √d_k",
+                "01 §4 · Why divide by √d_k", _causal_mistake(scale=False)),
+        Mistake("causal-float32-to-float64",
+                "float32 inputs give a float64 output: make the running sums and the output "
+                "in Q's dtype (dtype=Q.dtype), and divide by np.sqrt(d_k, dtype=Q.dtype)",
+                _SECTION_3, _causal_mistake(dtype=np.float64)),
+    ),
+)
+
+EXERCISES = (FLOPS, MEMORY, ONLINE, CAUSAL)

@@ -62,11 +62,13 @@ def _cross_reads_block_input(y, memory, sa, ca, ff, n1, n2, n3, tgt_mask, src_ma
 
 
 def _averaging_attention(query, key, value, mask=None):
-    """A toy attention to follow by hand: each query averages the values of the keys it may see."""
-    scores = np.zeros(query.shape[:-1] + key.shape[-2:-1])  # (..., T_q, T_k), all equal
+    """A toy attention to follow by hand: each query averages the values of the keys it may see.
+    One head, with its axis, as in MultiHeadAttention: masks (T_q, T_k) and (B, 1, 1, T_k)
+    broadcast against its scores (B, 1, T_q, T_k)."""
+    scores = np.zeros(query.shape[:-2] + (1,) + query.shape[-2:-1] + key.shape[-2:-1])
     if mask is not None:
         scores = np.where(mask, -np.inf, scores)
-    return softmax(scores) @ value
+    return (softmax(scores) @ value[..., None, :, :])[..., 0, :, :]  # (B, T_q, d_model)
 
 
 def _plus(k):
@@ -97,7 +99,7 @@ def _wired(wrap):
 def _nonlinear_case():
     y = np.array([[[1.0], [-3.0]]])  # (B=1, T=2, d_model=1)
     memory = np.array([[[-10.0], [20.0]]])  # (B=1, S=2, d_model=1)
-    src_mask = np.array([[[False, True]]])  # (B, 1, S): memory position 1 is padding
+    src_mask = np.array([[[[False, True]]]])  # (B, 1, 1, S): memory position 1 is padding
     return Case("by hand, with toy norms that are not linear: the same attentions, "
                 "feed_forward(h) = -2h, norm_k(h) = |h| + k; y = [1, -3], memory = [-10, 20] with "
                 "position 1 padded -> [12, 10]",
@@ -108,7 +110,7 @@ def _nonlinear_case():
 def _toy_case():
     y = np.array([[[1.0], [3.0]]])  # (B=1, T=2, d_model=1)
     memory = np.array([[[10.0], [20.0]]])  # (B=1, S=2, d_model=1)
-    src_mask = np.array([[[False, True]]])  # (B, 1, S): memory position 1 is padding
+    src_mask = np.array([[[[False, True]]]])  # (B, 1, 1, S): memory position 1 is padding
     return Case("toy sub-layers, by hand: each attention averages the values it may see, "
                 "feed_forward doubles, norm_k adds k; y = [1, 3], memory = [10, 20] with "
                 "position 1 padded -> [48, 57]",

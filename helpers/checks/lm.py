@@ -278,4 +278,92 @@ BIGRAM = Exercise(
     ),
 )
 
-EXERCISES = (NEXT_TOKEN_LOSS, PROBABILITIES, BIGRAM)
+# ── 10.4 · top-p (nucleus) probabilities ─────────────────────────────────────────────────────
+
+
+def _softmax_rows(logits, stable=True):
+    z = np.asarray(logits, dtype=float)
+    with np.errstate(over="ignore", invalid="ignore"):  # unstable: inf / inf is NaN
+        e = np.exp(z - z.max(axis=-1, keepdims=True) if stable else z)
+        return e / e.sum(axis=-1, keepdims=True)
+
+
+def _top_p(logits, top_p, *, crossing=True, ascending=False, renormalise=True, stable=True,
+           by_order=False, unsort=True):
+    """Top-p probabilities: token i is kept when the tokens more probable than it hold less
+    than top_p in total (so the token that reaches top_p is kept, and every token tied with
+    it); with the switches of the mistakes below."""
+    p = _softmax_rows(logits, stable)
+    if by_order or not unsort:  # sorted, summed, cut by position: ties split by the order
+        order = np.argsort(p if ascending else -p, axis=-1, kind="stable")
+        ps = np.take_along_axis(p, order, axis=-1)
+        kept = np.cumsum(ps, axis=-1) - ps < top_p
+        keep = np.zeros_like(kept)
+        if unsort:
+            np.put_along_axis(keep, order, kept, axis=-1)
+        else:  # the sorted mask laid on the tokens in their own order
+            keep = kept
+    else:
+        before = p[..., None, :] < p[..., :, None] if ascending else \
+            p[..., None, :] > p[..., :, None]  # [..., i, j]: j counts before i
+        mass = (before * p[..., None, :]).sum(axis=-1)  # what comes before token i
+        keep = mass < top_p if crossing else mass + p <= top_p
+    with np.errstate(invalid="ignore"):  # nothing kept: 0 / 0, as it is for you
+        q = np.where(keep, p, 0.0)
+        return q / q.sum(axis=-1, keepdims=True) if renormalise else q
+
+
+def _top_p_mistake(**switches):
+    return lambda logits, top_p: _top_p(logits, top_p, **switches)
+
+
+TOP_P = Exercise(
+    key="10.4", name="top_p_probabilities", reference=_top_p, see=_SECTION_4,
+    cases=(
+        Case("logits ln [4, 2, 1, 1], top_p = 0.7 (by hand: probabilities [1/2, 1/4, 1/8, 1/8]; "
+             "1/2 < 0.7, 3/4 reaches it: [2/3, 1/3, 0, 0])",
+             (np.log([[4.0, 2.0, 1.0, 1.0]]), 0.7)),
+        Case("2 rows of 6 logits, top_p = 0.9", (_rng.normal(size=(2, 6)) * 2, 0.9)),
+        Case("a batch (2, 3, 10), top_p = 0.5", (_rng.normal(size=(2, 3, 10)) * 2, 0.5)),
+        Case("5 logits, top_p = 1 (every token kept)", (_rng.normal(size=(1, 5)), 1.0)),
+        Case("3 rows of 8 logits, top_p = 0.01 (only each row's most probable token)",
+             (_rng.normal(size=(3, 8)) * 2, 0.01)),
+        Case("ties: probabilities [0.4, 0.2, 0.2, 0.2] and logits [2, 2, 2, -1], top_p = 0.5 "
+             "(every token tied with the one that reaches top_p is kept: 4 and 3 tokens)",
+             (np.array([np.log([0.4, 0.2, 0.2, 0.2]), [2.0, 2.0, 2.0, -1.0]]), 0.5)),
+        Case("logits [[800, 798, 790, 0]], top_p = 0.95 (exp(800) overflows unless the "
+             "maximum is subtracted first)", (np.array([[800.0, 798.0, 790.0, 0.0]]), 0.95)),
+        Case("logits [[0, 3, 1, 2, -1]] in no sorted order, top_p = 0.8",
+             (np.array([[0.0, 3.0, 1.0, 2.0, -1.0]]), 0.8)),
+    ),
+    mistakes=(
+        Mistake("topp-crossing-token-dropped",
+                "the token whose probability takes the total to top_p or past it is dropped: "
+                "it is kept (top-p keeps the smallest set that reaches top_p, and with "
+                "top_p = 0.01 at least the most probable token)",
+                _SECTION_4, _top_p_mistake(crossing=False)),
+        Mistake("topp-not-renormalised",
+                "the tokens outside the nucleus are zeroed, and what is left is not divided by "
+                "its sum: the probabilities add up to less than 1",
+                _SECTION_4, _top_p_mistake(renormalise=False)),
+        Mistake("topp-sorted-ascending",
+                "the probabilities are sorted in ascending order, so the least probable tokens "
+                "are kept; sort in descending order (np.sort(p)[..., ::-1], or argsort of -p)",
+                _SECTION_4, _top_p_mistake(ascending=True)),
+        Mistake("topp-ties-split",
+                "tokens tied with the one that reaches top_p are cut by their place in the "
+                "sort; keep every token whose probability equals the last one kept (as 10.2 "
+                "keeps ties at the k-th largest)",
+                _SECTION_4, _top_p_mistake(by_order=True)),
+        Mistake("topp-mask-not-unsorted",
+                "the keep-mask is computed in sorted order and applied to the tokens in their "
+                "own order: put it back where each token came from (the argsort's positions)",
+                _SECTION_4, _top_p_mistake(unsort=False)),
+        Mistake("topp-softmax-overflows",
+                "the softmax does not subtract each row's maximum: exp(800) overflows to inf, "
+                "and inf / inf is NaN",
+                "01 §3 · Softmax, without overflow", _top_p_mistake(stable=False)),
+    ),
+)
+
+EXERCISES = (NEXT_TOKEN_LOSS, PROBABILITIES, BIGRAM, TOP_P)

@@ -220,7 +220,7 @@ def _adam_step(p, g, m, v, t, lr, beta1=0.9, beta2=0.98, eps=1e-9):
 
 def _adam(p, g, m, v, t, lr, beta1=0.9, beta2=0.98, eps=1e-9, *, square=True, t1=0, t2=0,
           correct=True, eps_inside=False, root=True, swap=False, new_state=True,
-          efficient=False, use_eps=True):
+          efficient=False, use_eps=True, store_hat=False):
     m_new = (beta1 * g + (1 - beta1) * m) if swap else (beta1 * m + (1 - beta1) * g)
     g2 = g * g if square else g
     v_new = (beta2 * g2 + (1 - beta2) * v) if swap else (beta2 * v + (1 - beta2) * g2)
@@ -231,6 +231,8 @@ def _adam(p, g, m, v, t, lr, beta1=0.9, beta2=0.98, eps=1e-9, *, square=True, t1
     if efficient:  # Kingma & Ba, end of §2: the corrections folded into the rate, eps on sqrt(v)
         lr_t = lr * np.sqrt(1 - beta2**t) / (1 - beta1**t)
         return p - lr_t * m_new / (np.sqrt(v_new) + eps), m_new, v_new
+    if store_hat:  # the corrected averages returned as the state
+        return p - lr * m_hat / denom, m_hat, v_hat
     return (p - lr * m_hat / denom, m_new, v_new) if new_state else (p - lr * m_hat / denom, m, v)
 
 
@@ -301,6 +303,10 @@ ADAM_STEP = Exercise(
         _adam_mistake("adam-old-state-returned",
                       "m and v are returned as they came in: return the updated averages (the "
                       "next step needs them)", new_state=False),
+        _adam_mistake("adam-stores-corrected-averages",
+                      "the bias-corrected m_hat and v_hat are returned as the new state: return "
+                      "the raw averages m and v (the next step corrects them again, with its "
+                      "own t)", store_hat=True),
         Mistake("adam-ignores-beta-arguments",
                 "beta1, beta2 and eps are fixed at 0.9, 0.98 and 1e-9 inside the function: use "
                 "the arguments", _ADAM,
