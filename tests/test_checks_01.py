@@ -306,11 +306,14 @@ def test_the_batched_attention_case_has_as_many_keys_as_no_key_has_width():
     assert K.ndim == 3 and K.shape[-2] != K.shape[-1]  # √T_k and √d_k give different scores
 
 
-def test_k_t_is_named_on_the_batch_and_other_errors_there_are_still_errors():
+def test_k_t_is_named_where_it_raises_and_other_errors_there_are_still_errors():
+    """A mistake whose model raises where the learner's code raised (same exception, same
+    message, the same results before) is named; any other exception stays an error."""
     result = checks.check(attention_k_t, "01.2")
     assert result.mistakes == ("attention-k-transposed",), result.message
-    assert ("  got      output: \"raised ValueError: a matrix product's shapes do not fit\"\n"
-            in result.message) and "case: a batch of 2" in result.message
+    assert "  got      output: raised ValueError: matmul: " in result.message
+    assert "case: a batch of 2" in result.message and "at: line " in result.message
+    assert "equals it on the 3 cases before [attention-k-transposed]" in result.message
     assert result.message.endswith("See 01 §2 · All the scores at once (swapaxes, not .T).")
 
     def scaled_dot_product_attention(Q, K, V, mask=None):  # raises on the batch, not in a product

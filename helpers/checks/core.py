@@ -374,6 +374,19 @@ def _matches(mistake, ex, got, dtype=True):
     return True
 
 
+def _raises_like(mistake, ex, got):
+    """Whether a mistake's model gives the learner's results on the cases before the one where
+    the learner's code raised, and raises there too, with the same exception and message (K.T,
+    which reverses every axis, runs on one sequence and fails its matrix product on a batch)."""
+    if not _matches(mistake, ex, got.outputs):  # zip: only the cases that returned
+        return False
+    try:
+        _call(mistake.model, ex.cases[len(got.outputs)])
+    except Exception as error:
+        return f"{type(error).__name__}: {error}" == got.said
+    return False
+
+
 _ABSENT = object()  # a parameter a case leaves at its default
 
 
@@ -585,6 +598,16 @@ def verdict(ex: Exercise, got: Answer) -> Result:
                       f"{_header(ex, '…')}: not implemented yet{said}. Write it in the cell "
                       "above, run that cell, then run this one again.")
     if got.ended == "error":
+        matches = [m for m in ex.mistakes if _raises_like(m, ex, got)]
+        if len(matches) == 1:
+            m = matches[0]
+            expected = _parts(_call(ex.reference, case), ex.outputs)[0]
+            return Result(ex.key, ex.name, "mistake",
+                          f"{header}: {m.says}\n  case: {case.label}\n"
+                          f"  expected {expected[0]}: {_show(expected[1])}\n"
+                          f"  got      {expected[0]}: raised {got.said}\n  at: {got.line}\n"
+                          f"  Your code raises where this mistake raises, and equals it on the "
+                          f"{len(got.outputs)} cases before [{m.name}]. {_see(m.see)}", (m.name,))
         return Result(ex.key, ex.name, "error",
                       f"{header}: raised {got.said}\n  case: {case.label}\n  at: {got.line}\n"
                       f"  {_see(ex.see)}")
