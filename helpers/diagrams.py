@@ -112,8 +112,9 @@ def heads_diagram(x, n_heads, *, cell=0.22):
     Every stage's shape is computed by running the step on `x` itself (reshape, swap axes,
     attention keeps the shape, swap back, reshape, W_o keeps d_model), and each stage is drawn
     as the cells of sequence 0, coloured by the head their feature belongs to: rows framed by
-    token before the swap, tiles framed by head after it. The output after W_o is grey: each of
-    its features mixes all heads. Returns the figure.
+    token before the swap, tiles framed by head after it. The input x is grey (every head reads
+    all of it; only the columns of Q = x W_q are cut into heads), and so is the output after W_o:
+    each of its features mixes all heads. Returns the figure.
     """
     x = np.asarray(x)
     if x.ndim != 3:
@@ -133,7 +134,7 @@ def heads_diagram(x, n_heads, *, cell=0.22):
     def shape(a, names):
         return "(" + ", ".join(names) + ")\n= " + str(tuple(int(n) for n in a.shape))
 
-    top = [("x", x, "flat", ("B", "T", "d_model")),
+    top = [("x", x, "input", ("B", "T", "d_model")),
            ("Q = x W_q (also K, V)", x @ np.zeros((d_model, d_model)), "flat",
             ("B", "T", "d_model")),
            ("cut features", cut, "cut", ("B", "T", "h", "d_k")),
@@ -147,7 +148,7 @@ def heads_diagram(x, n_heads, *, cell=0.22):
     ops_bottom = ["swap back", "reshape", "@ W_o"]
 
     gap_cut, gap_heads, arrow = 0.6 * cell, 2.2 * cell, 1.9
-    widths = {"flat": d_model * cell, "mixed": d_model * cell,
+    widths = {"flat": d_model * cell, "mixed": d_model * cell, "input": d_model * cell,
               "cut": d_model * cell + (h - 1) * gap_cut,
               "heads": d_model * cell + (h - 1) * gap_heads}
     height = T * cell
@@ -156,12 +157,13 @@ def heads_diagram(x, n_heads, *, cell=0.22):
 
     def draw_stage(x0, y0, kind):
         """Cells of sequence 0 with lower left corner (x0, y0); frames by token or head."""
-        step = {"flat": 0.0, "mixed": 0.0, "cut": gap_cut, "heads": gap_heads}[kind]
+        step = {"flat": 0.0, "mixed": 0.0, "input": 0.0, "cut": gap_cut, "heads": gap_heads}[kind]
         for t in range(T):
             for c in range(d_model):
                 head = c // d_k
                 left = x0 + c * cell + head * step
-                colour = "0.6" if kind == "mixed" else HEAD_COLOURS[head]  # W_o mixes the heads
+                grey = kind in ("input", "mixed")  # every head reads all of x; W_o mixes them
+                colour = "0.6" if grey else HEAD_COLOURS[head]
                 ax.add_patch(plt.Rectangle((left, y0 + (T - 1 - t) * cell), cell, cell,
                                            facecolor=colour, edgecolor="white",
                                            linewidth=0.6))
@@ -212,7 +214,8 @@ def heads_diagram(x, n_heads, *, cell=0.22):
             "Attention(Q, K, V) in every head:\none batched call, no loop", ha="right",
             va="center", fontsize=8.5)
     ax.text(0, y_top + height + 0.75, f"sequence 0 of B = {B} shown; colour = head "
-            f"(h = {h} heads of d_k = {d_k} features)", fontsize=8.5, va="bottom")
+            f"(h = {h} heads of d_k = {d_k} features), from Q on: every head reads all of x "
+            "(grey)", fontsize=8.5, va="bottom")
     ax.set_xlim(-0.2, total + 0.2)
     ax.set_ylim(y_bottom - 0.95, y_top + height + 1.05)
     ax.set_aspect("equal")

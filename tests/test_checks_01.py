@@ -202,6 +202,77 @@ def score_variance_is_std(X_q, X_k, W_q, W_k):
     return float(np.std(dots)), float(np.std(scaled))
 
 
+# ── 01.4 · log_softmax ────────────────────────────────────────────────────────────────────────
+
+
+def _good_log_softmax(x, axis=-1):  # right, another way: one row at a time, np.logaddexp
+    x = np.moveaxis(np.asarray(x), axis, -1)
+    out = np.empty_like(x)
+    for idx in np.ndindex(x.shape[:-1]):
+        row = x[idx]
+        out[idx] = row if np.isneginf(row).all() else row - np.logaddexp.reduce(row)
+    return np.moveaxis(out, -1, axis)
+
+
+def logsoftmax_log_of_softmax(x, axis=-1):
+    m = np.max(x, axis=axis, keepdims=True)
+    e = np.exp(x - np.where(np.isneginf(m), 0, m))
+    total = e.sum(axis=axis, keepdims=True)
+    return np.log(e / np.where(total == 0, 1, total))  # a right softmax, then its log
+
+
+def logsoftmax_no_max_shift(x, axis=-1):
+    return x - np.log(np.sum(np.exp(x), axis=axis, keepdims=True))  # the formula as written
+
+
+def logsoftmax_max_not_added_back(x, axis=-1):
+    m = x.max(axis=axis, keepdims=True)
+    lse = np.log(np.exp(x - m).sum(axis=axis, keepdims=True))  # "the stable log-sum-exp"
+    return x - lse
+
+
+def logsoftmax_global_max(x, axis=-1):
+    c = np.max(x)  # "subtract the max so that exp cannot overflow"
+    return x - c - np.log(np.sum(np.exp(x - c), axis=axis, keepdims=True))
+
+
+def logsoftmax_ignores_axis(x, axis=-1):
+    return _good_log_softmax(x)  # "axis" is in the signature but never used
+
+
+def logsoftmax_no_keepdims(x, axis=-1):
+    m = np.max(x, axis=axis)
+    shifted = x - m
+    return shifted - np.log(np.sum(np.exp(shifted), axis=axis))
+
+
+def logsoftmax_log_missing(x, axis=-1):
+    z = x - x.max(axis=axis, keepdims=True)
+    return z - np.exp(z).sum(axis=axis, keepdims=True)  # the sum, not its log
+
+
+def logsoftmax_nan_on_blocked_row(x, axis=-1):
+    m = np.max(x, axis=axis, keepdims=True)
+    z = x - np.where(np.isfinite(m), m, 0.0)  # the max is guarded...
+    return z - np.log(np.exp(z).sum(axis=axis, keepdims=True))  # ...but not log(0) = -inf
+
+
+def logsoftmax_zeros_on_blocked_row(x, axis=-1):
+    z = x - np.max(x, axis=axis, keepdims=True)
+    out = z - np.log(np.sum(np.exp(z), axis=axis, keepdims=True))
+    return np.where(np.isnan(out), 0.0, out)  # "zeros, not NaN, as in 01.1"
+
+
+def logsoftmax_fill_1e9(x, axis=-1):
+    x = np.maximum(x, -1e9)  # "-inf is dangerous: use a big negative number instead"
+    z = x - x.max(axis=axis, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=axis, keepdims=True))
+
+
+def logsoftmax_float64(x, axis=-1):
+    return _good_log_softmax(np.asarray(x, dtype=float), axis)
+
+
 WRONG = {
     "softmax-no-max-shift": softmax_no_max_shift,
     "softmax-ignores-axis": softmax_ignores_axis,
@@ -229,6 +300,17 @@ WRONG = {
     "score-variance-scaled-by-d_k": score_variance_scaled_by_d_k,
     "score-variance-scaled-by-sqrt-d_model": score_variance_scaled_by_sqrt_d_model,
     "score-variance-is-std": score_variance_is_std,
+    "logsoftmax-log-of-softmax": logsoftmax_log_of_softmax,
+    "logsoftmax-no-max-shift": logsoftmax_no_max_shift,
+    "logsoftmax-max-not-added-back": logsoftmax_max_not_added_back,
+    "logsoftmax-global-max": logsoftmax_global_max,
+    "logsoftmax-ignores-axis": logsoftmax_ignores_axis,
+    "logsoftmax-no-keepdims": logsoftmax_no_keepdims,
+    "logsoftmax-log-missing": logsoftmax_log_missing,
+    "logsoftmax-nan-on-blocked-row": logsoftmax_nan_on_blocked_row,
+    "logsoftmax-zeros-on-blocked-row": logsoftmax_zeros_on_blocked_row,
+    "logsoftmax-fill-1e9": logsoftmax_fill_1e9,
+    "logsoftmax-float64": logsoftmax_float64,
 }
 
 
@@ -345,3 +427,60 @@ def test_the_padding_mask_case_needs_the_mask_to_broadcast_over_the_queries():
                                 scaled_dot_product_attention(*args, **kwargs))
     result = checks.check(scaled_dot_product_attention)
     assert result.status == "error" and "(2, 1, 4)" in result.message, result.message
+
+
+def test_the_log_softmax_hand_cases_are_their_labels_and_float32_underflows_sooner():
+    ex = checks.exercise("01.4")
+    hand = [[math.log(1 / 4), math.log(3 / 4)], [math.log(1 / 2)] * 2]  # by math
+    assert np.array_equal(np.round(hand, 4), [[-1.3863, -0.2877], [-0.6931, -0.6931]])
+    assert "[[-1.3863, -0.2877], [-0.6931, -0.6931]]" in ex.cases[0].label
+    assert np.allclose(ex.reference(*ex.cases[0].args), hand, rtol=0, atol=1e-15)
+    assert np.array_equal(ex.reference(*ex.cases[1].args), [[0, -1000], [-1000, 0]])
+    far = [math.log(1 / (1 + math.e)), math.log(math.e / (1 + math.e))]
+    assert "[-1.3133, -0.3133]" in ex.cases[2].label and np.array_equal(np.round(far, 4),
+                                                                        [-1.3133, -0.3133])
+    assert np.allclose(ex.reference(*ex.cases[2].args), [far] * 2, rtol=0, atol=1e-12)
+    (x32,) = ex.cases[5].args
+    with np.errstate(divide="ignore"):
+        assert np.isneginf(logsoftmax_log_of_softmax(x32)[0, 2])  # e^-120 = 0 in float32
+        assert np.isfinite(logsoftmax_log_of_softmax(x32.astype(float))).all()  # not in float64
+    out = ex.reference(*ex.cases[-1].args)
+    assert np.isneginf(out[0]).all() and np.isneginf(out[1, 1]) and np.isfinite(out[1, ::2]).all()
+
+
+def test_a_right_log_softmax_written_another_way_passes():
+    assert checks.check(_good_log_softmax, "01.4")
+
+    def log_softmax(x, axis=-1):  # log-sum-exp by hand, the guards with np.maximum and errstate
+        m = np.max(x, axis=axis, keepdims=True)
+        m = np.where(m == -np.inf, 0, m)
+        with np.errstate(divide="ignore"):
+            lse = m + np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True))
+        return np.where(np.isneginf(lse), -np.inf, x - lse)
+
+    assert checks.check(log_softmax)
+
+
+def test_a_log_softmax_with_an_eps_is_wrong_and_not_a_named_mistake():
+    def log_softmax(x, axis=-1):  # "add a small eps so that log never sees 0"
+        e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+        return np.log(e / e.sum(axis=axis, keepdims=True) + 1e-12)
+
+    result = checks.check(log_softmax)
+    assert result.status == "wrong" and result.mistakes == (), result.message
+    assert "case: x = [[1000, 0], [-1000, 0]]" in result.message
+
+
+def test_no_keepdims_is_named_where_it_gives_wrong_numbers_and_where_it_raises():
+    result = checks.check(logsoftmax_no_keepdims, "01.4")
+    assert result.mistakes == ("logsoftmax-no-keepdims",), result.message
+    assert "raised ValueError: operands could not be broadcast" in result.message
+
+
+def test_the_librarys_log_softmax_is_not_credited():
+    from helpers.training import log_softmax
+
+    def mine(x, axis=-1):
+        return np.moveaxis(log_softmax(np.moveaxis(x, axis, -1)), -1, axis)
+
+    assert checks.check(mine, "01.4").status == "not credited"

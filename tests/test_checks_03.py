@@ -161,6 +161,53 @@ def rotation_pairs_in_halves(k, d_model):
     return M
 
 
+# ── 03.4 · offset_between ─────────────────────────────────────────────────────────────────────
+
+
+def _last_pair(a, b):
+    """(sin, cos) of a's and of b's slowest pair, and that pair's frequency."""
+    d = a.shape[-1]
+    w = 1 / 10000 ** ((d - 2) / d)
+    return a[..., -2], a[..., -1], b[..., -2], b[..., -1], w
+
+
+def offset_sign_flipped(a, b):
+    sa, ca, sb, cb, w = _last_pair(a, b)
+    return np.round(np.arctan2(sa * cb - ca * sb, ca * cb + sa * sb) / w).astype(int)  # a - b
+
+
+def offset_from_dot_product(a, b):
+    sa, ca, sb, cb, w = _last_pair(a, b)
+    cos_kw = np.clip(sa * sb + ca * cb, -1, 1)  # cos(k w) = the pair's dot product
+    return np.round(np.arccos(cos_kw) / w).astype(int)
+
+
+def offset_fastest_pair(a, b):
+    turn = math.atan2 if np.ndim(a) == 1 else np.arctan2
+    cross = a[..., 1] * b[..., 0] - a[..., 0] * b[..., 1]  # pair 0: w = 1
+    dot = a[..., 0] * b[..., 0] + a[..., 1] * b[..., 1]
+    return np.round(turn(cross, dot)).astype(int)
+
+
+def offset_exponent_i_over_d(a, b):
+    d = a.shape[-1]
+    i = d // 2 - 1
+    w = 10000 ** (-i / d)  # forgot the 2 of 2i
+    sa, ca, sb, cb, _ = _last_pair(a, b)
+    return np.round(np.arctan2(ca * sb - sa * cb, ca * cb + sa * sb) / w).astype(int)
+
+
+def offset_arctan_loses_quadrant(a, b):
+    sa, ca, sb, cb, w = _last_pair(a, b)
+    return np.round(np.arctan((ca * sb - sa * cb) / (ca * cb + sa * sb)) / w).astype(int)
+
+
+def offset_angles_not_wrapped(a, b):
+    sa, ca, sb, cb, w = _last_pair(a, b)
+    p_w, q_w = np.arctan2(sa, ca), np.arctan2(sb, cb)  # "the position of each row, times w"
+    return np.round((q_w - p_w) / w).astype(int)
+
+
 WRONG = {
     "pe-sin-cos-in-halves": pe_sin_cos_in_halves,
     "pe-exponent-i-over-d": pe_exponent_i_over_d,
@@ -182,6 +229,12 @@ WRONG = {
     "rotation-angle-not-times-k": rotation_angle_not_times_k,
     "rotation-frequency-inverted": rotation_frequency_inverted,
     "rotation-pairs-in-halves": rotation_pairs_in_halves,
+    "offset-sign-flipped": offset_sign_flipped,
+    "offset-from-dot-product": offset_from_dot_product,
+    "offset-fastest-pair": offset_fastest_pair,
+    "offset-exponent-i-over-d": offset_exponent_i_over_d,
+    "offset-arctan-loses-quadrant": offset_arctan_loses_quadrant,
+    "offset-angles-not-wrapped": offset_angles_not_wrapped,
 }
 
 
@@ -248,3 +301,37 @@ def test_a_learner_who_fills_the_pairs_with_slices_passes():
         return M
 
     assert checks.check(relative_position_matrix)
+
+
+def test_the_offset_hand_case_is_its_label_and_every_case_stays_below_half_a_turn():
+    ex = checks.exercise("03.4")
+    a, b = ex.cases[0].args
+    assert np.array_equal(a, [0, 1, 0, 1])
+    assert np.allclose(b, [math.sin(1), math.cos(1), math.sin(0.01), math.cos(0.01)], atol=1e-15)
+    assert ex.reference(a, b) == 1
+    for case in ex.cases:  # the slowest pair turns by less than pi: the offset is recoverable
+        a, b = case.args
+        d = a.shape[-1]
+        k = np.asarray(ex.reference(a, b))
+        assert np.all(np.abs(k) / 10000 ** ((d - 2) / d) < math.pi), case.label
+    assert [int(np.ravel(ex.reference(*case.args))[0]) for case in ex.cases] == [
+        1, -3, 12, 200, 30, 5, -250]  # the offsets the labels give
+
+
+def test_a_learner_who_turns_one_row_into_the_other_with_complex_numbers_passes():
+    def offset_between(a, b):
+        d = a.shape[-1]
+        za = a[..., -1] + 1j * a[..., -2]  # cos + i sin of the slowest pair
+        zb = b[..., -1] + 1j * b[..., -2]
+        return np.rint(np.angle(zb * np.conj(za)) * 10000 ** ((d - 2) / d)).astype(int)
+
+    assert checks.check(offset_between).status == "passed"
+
+
+def test_the_row_dot_product_cannot_give_the_offset_and_is_not_a_named_mistake():
+    def offset_between(a, b):  # the whole rows' dot product, read as the cosine of k
+        d = a.shape[-1]
+        return np.rint(np.arccos(np.clip((a * b).sum(-1) / (d / 2), -1, 1))).astype(int)
+
+    result = checks.check(offset_between)
+    assert result.status == "wrong" and not result.mistakes, result.message

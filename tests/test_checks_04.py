@@ -183,6 +183,54 @@ def masked_softmax_global_max(scores, mask):
     return e / np.sum(e, axis=-1, keepdims=True)
 
 
+# ── 04.5 · prefix_lm_mask ─────────────────────────────────────────────────────────────────────
+
+
+def _upper(T, k=1):  # True above the diagonal (k = 1), or from diagonal k on
+    return np.triu(np.ones((T, T), dtype=bool), k=k)
+
+
+def prefix_causal_everywhere(T, prefix_len):
+    return _upper(T)  # prefix_len is never used
+
+
+def prefix_nothing_blocked(T, prefix_len):
+    return np.full((T, T), False)  # "a prefix LM is bidirectional"
+
+
+def prefix_queries_see_the_future(T, prefix_len):
+    mask = _upper(T)
+    mask[:prefix_len, :] = False  # the prefix's rows: its queries see everything
+    return mask
+
+
+def prefix_boundary_off_by_one(T, prefix_len):
+    mask = _upper(T)
+    mask[:prefix_len + 1, :prefix_len + 1] = False  # "up to and including prefix_len"
+    return mask
+
+
+def prefix_diagonal_shifted(T, prefix_len):
+    return _upper(T, k=prefix_len + 1)  # "move the diagonal past the prefix"
+
+
+def prefix_combined_with_or(T, prefix_len):
+    after_prefix = np.arange(T)[None, :] >= prefix_len  # (1, T): keys after the prefix
+    return _upper(T) | after_prefix  # as 04.3 combines two masks
+
+
+def prefix_inverted(T, prefix_len):
+    keep = np.tril(np.ones((T, T), dtype=bool))  # True = may attend
+    keep[:, :prefix_len] = True
+    return keep
+
+
+def prefix_not_boolean(T, prefix_len):
+    mask = np.triu(np.ones((T, T)), k=1)  # floats
+    mask[:prefix_len, :prefix_len] = 0
+    return mask
+
+
 WRONG = {
     "causal-not-boolean": causal_not_boolean,
     "causal-diagonal-blocked": causal_diagonal_blocked,
@@ -212,6 +260,14 @@ WRONG = {
     "masked-softmax-renormalised": masked_softmax_renormalised,
     "masked-softmax-no-max-shift": masked_softmax_no_max_shift,
     "masked-softmax-global-max": masked_softmax_global_max,
+    "prefix-causal-everywhere": prefix_causal_everywhere,
+    "prefix-nothing-blocked": prefix_nothing_blocked,
+    "prefix-queries-see-the-future": prefix_queries_see_the_future,
+    "prefix-boundary-off-by-one": prefix_boundary_off_by_one,
+    "prefix-diagonal-shifted": prefix_diagonal_shifted,
+    "prefix-combined-with-or": prefix_combined_with_or,
+    "prefix-inverted": prefix_inverted,
+    "prefix-not-boolean": prefix_not_boolean,
 }
 
 
@@ -309,3 +365,35 @@ def test_the_far_apart_and_blocked_high_cases_are_their_labels():
     assert "[[0.5, 0.5, 0]]" in high.label
     with np.errstate(all="ignore"):
         assert np.isnan(masked_softmax_renormalised(*high.args)).all()  # 0/0 once 1000 is dropped
+
+
+def test_the_prefix_lm_hand_case_and_the_edge_cases():
+    ex = exercise("04.5")
+    F, T = False, True
+    assert "by hand: [[F, F, T, T], [F, F, T, T], [F, F, F, T], [F, F, F, F]]" in ex.cases[0].label
+    assert np.array_equal(ex.reference(4, 2), [[F, F, T, T], [F, F, T, T], [F, F, F, T],
+                                               [F, F, F, F]])
+    assert np.array_equal(ex.reference(5, 0), _causal(5))  # no prefix: causal
+    assert not ex.reference(3, 3).any()  # all prefix: nothing blocked
+    for T_, p in [(6, 3), (6, 5)]:  # every prefix key seen by every query; the rest causal
+        mask = ex.reference(T_, p)
+        assert not mask[:, :p].any() and np.array_equal(mask[:, p:], _causal(T_)[:, p:])
+
+
+def test_a_prefix_lm_mask_built_with_loops_passes():
+    def prefix_lm_mask(T, prefix_len):
+        mask = np.zeros((T, T), dtype=bool)
+        for i in range(T):
+            for j in range(max(i + 1, prefix_len), T):  # future keys past the prefix
+                mask[i, j] = True
+        return mask
+
+    assert check(prefix_lm_mask)
+
+
+def test_a_prefix_mask_whose_diagonal_moves_by_prefix_len_is_wrong_and_not_named():
+    def prefix_lm_mask(T, prefix_len):
+        return np.triu(np.ones((T, T), dtype=bool), k=prefix_len)  # blocks the diagonal at 0
+
+    result = check(prefix_lm_mask)
+    assert result.status == "wrong" and result.mistakes == (), result.message

@@ -377,3 +377,69 @@ def test_the_solution_of_08_4_passes_and_keeps_float32():
     space = {"np": np}
     exec(solution_code(parts(nb)["08.4"]["solution"]), space)
     assert checks.check(space["causal_online_attention"], "08.4").status == "passed"
+
+
+def _causal_any_product(convert=None, product="matmul", skip=True):
+    """The learner's causal online attention again, with K converted first (np.asarray, np.array,
+    K.view) and the scores taken by @, np.einsum or np.dot: how 08.4's work case counts them."""
+    def causal_online_attention(Q, K, V, block_size=256):
+        if convert == "asarray":
+            K = np.asarray(K)  # "make sure K is an array"
+        elif convert == "array":
+            K = np.array(K, dtype=Q.dtype)
+        elif convert == "view":
+            K = K.view(np.ndarray)
+        n_q, n_k = Q.shape[-2], K.shape[-2]
+        qs_all = Q / np.sqrt(Q.shape[-1]).astype(Q.dtype)
+        if convert == "scale-k":  # the scale on K instead, in place
+            qs_all = Q.copy()
+            K /= np.sqrt(K.shape[-1]).astype(K.dtype)
+        result = np.zeros(Q.shape[:-1] + (V.shape[-1],), dtype=Q.dtype)
+        for qs in range(0, n_q, block_size):
+            qb = qs_all[..., qs:qs + block_size, :]
+            where = n_k - n_q + np.arange(qs, qs + qb.shape[-2]).reshape(-1, 1)
+            run_max = np.full(qb.shape[:-1] + (1,), -np.inf, dtype=Q.dtype)
+            run_sum, acc = np.zeros_like(run_max), np.zeros(qb.shape[:-1] + V.shape[-1:], Q.dtype)
+            for ks in range(0, n_k, block_size):
+                if skip and ks > where.max():
+                    break
+                kb = K[..., ks:ks + block_size, :]
+                if product == "einsum":
+                    sc = np.einsum("...qd,...kd->...qk", qb, kb)
+                elif product == "dot" and qb.ndim == 2:
+                    sc = np.dot(qb, kb.T)
+                else:
+                    sc = qb @ np.swapaxes(kb, -1, -2)
+                sc = np.where(np.arange(ks, ks + sc.shape[-1]) > where, -np.inf, sc)
+                new_max = np.maximum(run_max, sc.max(axis=-1, keepdims=True))
+                ref = np.where(np.isinf(new_max), 0, new_max)
+                e, f = np.exp(sc - ref), np.exp(run_max - ref)
+                run_sum = run_sum * f + e.sum(axis=-1, keepdims=True)
+                acc = acc * f + e @ V[..., ks:ks + block_size, :]
+                run_max = new_max
+            result[..., qs:qs + block_size, :] = acc / np.where(run_sum > 0, run_sum, 1)
+        return result
+
+    return causal_online_attention
+
+
+def test_the_work_case_counts_products_through_asarray_einsum_and_dot():
+    """The work case counts K's products however they are spelled: a future block computed
+    through np.asarray(K), np.array(K), np.einsum, np.dot or a K scaled in place is named; the
+    same code that skips the future blocks passes."""
+    for convert, product in [("asarray", "matmul"), ("array", "matmul"), (None, "einsum"),
+                             (None, "dot"), ("asarray", "einsum"), ("scale-k", "matmul")]:
+        wrong = checks.check(_causal_any_product(convert, product, skip=False), "08.4")
+        assert wrong.mistakes == ("causal-future-blocks-computed",), (convert, product,
+                                                                      wrong.message)
+        right = checks.check(_causal_any_product(convert, product), "08.4")
+        assert right.status == "passed", (convert, product, right.message)
+
+
+def test_products_that_cannot_be_counted_are_not_credited():
+    """K turned into an array the work case cannot follow (a plain view): the work is not
+    counted as 0 and passed, the function is not credited, and the message says why."""
+    for skip in (True, False):
+        result = checks.check(_causal_any_product("view", skip=skip), "08.4")
+        assert result.status == "wrong", result.message
+        assert "no product with K was seen, so the work cannot be checked" in result.message

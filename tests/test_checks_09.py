@@ -252,8 +252,53 @@ def kv_cache_numbers_not_bytes(config, tokens, bytes_per_number=2):
     return 2 * L * g * (config["hidden_size"] // config["num_attention_heads"]) * tokens
 
 
+# ── 09.6 · sliding_window_mask ───────────────────────────────────────────────────────────────
+
+
+def window_one_too_many(T, window):
+    causal = np.triu(np.ones((T, T), dtype=bool), k=1)
+    too_old = np.tril(np.ones((T, T), dtype=bool), k=-window - 1)  # "window keys back"
+    return causal | too_old
+
+
+def window_one_too_few(T, window):
+    mask = np.ones((T, T), dtype=bool)
+    for q in range(T):
+        mask[q, max(0, q - window + 2):q + 1] = False  # "window - 1 back, plus itself"
+    return mask
+
+
+def window_not_causal(T, window):
+    q, k = np.indices((T, T))
+    return np.abs(q - k) >= window  # a band both sides
+
+
+def window_future_not_blocked(T, window):
+    return np.tril(np.ones((T, T), dtype=bool), k=-window)  # only the old keys
+
+
+def window_on_the_future(T, window):
+    q, k = np.indices((T, T))
+    return ~((k >= q) & (k < q + window))
+
+
+def window_inverted(T, window):
+    q, k = np.ogrid[:T, :T]
+    return (k <= q) & (k > q - window)  # True where the key is seen
+
+
+def window_not_boolean(T, window):
+    mask = np.zeros((T, T))
+    for q in range(T):
+        for k in range(T):
+            if k > q or q - k >= window:
+                mask[q, k] = 1
+    return mask
+
+
 WRONG = {name.replace("_", "-"): fn for name, fn in list(globals().items())
-         if name.startswith(("rms_", "swiglu_", "rope_", "gqa_", "kv_cache_")) and callable(fn)}
+         if name.startswith(("rms_", "swiglu_", "rope_", "gqa_", "kv_cache_", "window_"))
+         and callable(fn)}
 
 
 def test_a_right_rope_written_with_loops_passes():
@@ -289,3 +334,32 @@ def test_the_kv_cache_cases_are_the_lessons_numbers():
     assert values["Llama 2 70B"] == 1.25 * 2**30  # notebook 09 §6: 1.25 GiB at 4,096 tokens
     assert values["Mistral 7B"] == 0.5 * 2**30 and values["Llama 2 7B"] == 2 * 2**30
     assert values["GPT-3 175B"] == 18 * 2**30  # 2,048 tokens in 32-bit: 4,096 in 16-bit
+
+
+def test_the_sliding_window_edge_cases_are_the_diagonal_and_the_causal_mask():
+    from helpers.transformer import causal_mask
+
+    ex = checks.CATALOGUE["09.6"]
+    by_hand = np.array([[0, 1, 1, 1], [0, 0, 1, 1], [1, 0, 0, 1], [1, 1, 0, 0]], dtype=bool)
+    assert np.array_equal(ex.reference(4, 2), by_hand) and "by hand" in ex.cases[0].label
+    assert np.array_equal(ex.reference(5, 1), ~np.eye(5, dtype=bool))  # window 1: itself
+    assert np.array_equal(ex.reference(4, 4), causal_mask(4))  # window = T
+    assert np.array_equal(ex.reference(3, 10), causal_mask(3))  # window > T
+
+
+def test_a_learner_who_combines_two_library_style_masks_passes():
+    def sliding_window_mask(T, window):
+        ones = np.ones((T, T), dtype=bool)
+        return np.triu(ones, k=1) | np.tril(ones, k=-window)  # the future, and the too old
+
+    assert checks.check(sliding_window_mask).status == "passed"
+
+
+def test_a_window_of_the_last_keys_of_the_sequence_is_wrong_and_not_named():
+    def sliding_window_mask(T, window):  # every query sees the last `window` keys
+        mask = np.ones((T, T), dtype=bool)
+        mask[:, max(0, T - window):] = False
+        return mask
+
+    result = checks.check(sliding_window_mask)
+    assert result.status == "wrong" and not result.mistakes, result.message

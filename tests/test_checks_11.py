@@ -12,12 +12,14 @@ import sys
 from collections import Counter, defaultdict
 
 import numpy as np
+import pytest
 
 import helpers.translation
 from helpers import checks
 from helpers.checks.core import _call
+from helpers.data import load_multi30k, load_translation_runs
 from helpers.translation import words
-from tests.exercises import ROOT, load, source
+from tests.exercises import ROOT, load, parts, solution_code, source
 
 # ── 11.1 · bpe_step ───────────────────────────────────────────────────────────────────────────
 
@@ -262,8 +264,66 @@ def bleu_one_order_short(hypotheses, references, max_n=4):
     return _score(hits, total, c, r)
 
 
+# ── 11.4 · sentence_bleu ──────────────────────────────────────────────────────────────────────
+
+
+def _one_sentence(mistake=None):
+    """A learner's sentence BLEU: zip n-grams, a list of precisions, a sum of logs."""
+    def sentence_bleu(hypothesis, reference):
+        h, ref = words(hypothesis), words(reference)
+        if not h:
+            return 0.0
+        if mistake != "nothing-smoothed" and not any(w in ref for w in h):
+            return 0.0
+        orders = 4 if mistake == "absent-orders" else min(4, len(h))
+        precisions, found_none = [], 0
+        for n in range(1, orders + 1):
+            mine, theirs = _grams(h, n), _grams(ref, n)
+            t = len(h) - n + 1
+            if t < 1:  # no n-gram at all: none of them wrong
+                precisions.append(1.0)
+                continue
+            m = sum(min(k, theirs[g]) if mistake != "unclipped" else k * (g in theirs)
+                    for g, k in mine.items())
+            if mistake == "add-one":
+                precisions.append((m + 1) / (t + 1))
+            elif m or mistake == "no-smoothing":
+                precisions.append(m / t)
+            else:
+                found_none += 1
+                k = {"every-order": n, "not-doubled": 1}.get(mistake, found_none)
+                precisions.append(0.5 ** k if mistake == "undivided" else 0.5 ** k / t)
+        if mistake == "arithmetic":
+            mean = sum(precisions) / orders
+        elif 0 in precisions:
+            return 0.0
+        else:
+            mean = math.exp(sum(math.log(p) for p in precisions) / orders)
+        c, r = len(h), len(ref)
+        bp = {"no-bp": 1.0, "bp-inverted": math.exp(1 - c / r) if c < r else 1.0,
+              "bp-always": math.exp(1 - r / c)}.get(mistake, math.exp(1 - r / c) if c < r else 1.0)
+        return (1 if mistake == "fraction" else 100) * bp * mean
+
+    return sentence_bleu
+
+
+sbleu_no_smoothing = _one_sentence("no-smoothing")
+sbleu_add_one_smoothing = _one_sentence("add-one")
+sbleu_smoothing_counts_every_order = _one_sentence("every-order")
+sbleu_smoothing_not_doubled = _one_sentence("not-doubled")
+sbleu_smoothed_precision_not_divided = _one_sentence("undivided")
+sbleu_smoothed_when_nothing_matches = _one_sentence("nothing-smoothed")
+sbleu_absent_orders_in_the_mean = _one_sentence("absent-orders")
+sbleu_unclipped = _one_sentence("unclipped")
+sbleu_no_brevity_penalty = _one_sentence("no-bp")
+sbleu_brevity_penalty_inverted = _one_sentence("bp-inverted")
+sbleu_brevity_penalty_when_longer = _one_sentence("bp-always")
+sbleu_arithmetic_mean = _one_sentence("arithmetic")
+sbleu_fraction_not_percent = _one_sentence("fraction")
+
+
 WRONG = {name.replace("_", "-"): fn for name, fn in list(globals().items())
-         if name.startswith(("bpe_", "beam_", "bleu_")) and callable(fn)}
+         if name.startswith(("bpe_", "beam_", "bleu_", "sbleu_")) and callable(fn)}
 
 
 # ── right answers written otherwise, the hand cases, the messages ─────────────────────────────
@@ -318,6 +378,76 @@ def test_the_hand_cases_are_what_their_labels_say():
     assert sum(map(len, map(words, hypotheses))) > sum(map(len, map(words, references)))
 
 
+def test_sentence_bleu_right_answers_written_otherwise_pass_and_an_unknown_smoothing_is_wrong():
+    def sentence_bleu(hypothesis, reference):  # numpy arrays, the library's ngrams, a product
+        hyp, ref = words(hypothesis), words(reference)
+        n_max = min(4, len(hyp))
+        grams = [(helpers.translation.ngrams(hyp, n), helpers.translation.ngrams(ref, n))
+                 for n in range(1, n_max + 1)]
+        matches = np.array([sum((mine & theirs).values()) for mine, theirs in grams], float)
+        if n_max == 0 or matches[0] == 0:
+            return 0.0
+        zero = matches == 0
+        matches[zero] = 0.5 ** np.arange(1, zero.sum() + 1)
+        p = matches / (len(hyp) - np.arange(n_max))
+        bp = min(1.0, math.exp(1 - len(ref) / len(hyp)))
+        return 100 * bp * np.prod(p) ** (1 / n_max)
+
+    result = checks.check(sentence_bleu)
+    assert result.status == "passed", result.message
+
+    def floor_smoothing(hypothesis, reference):  # Chen & Cherry's method 1: 0.1 match, not 1/2^k
+        h, r = words(hypothesis), words(reference)
+        if not set(h) & set(r):
+            return 0.0
+        n_max, logs = min(4, len(h)), 0.0
+        for n in range(1, n_max + 1):
+            m = sum(min(k, _grams(r, n)[g]) for g, k in _grams(h, n).items())
+            logs += math.log((m or 0.1) / (len(h) - n + 1))
+        return 100 * min(1.0, math.exp(1 - len(r) / len(h))) * math.exp(logs / n_max)
+
+    result = checks.check(floor_smoothing, "11.4")
+    assert result.status == "wrong" and not result.mistakes, result.message
+
+
+def test_sentence_bleu_hand_cases_and_the_worked_case_of_the_task():
+    ex = checks.CATALOGUE["11.4"]
+    value = [_call(ex.reference, case) for case in ex.cases]
+    assert math.isclose(value[0], 100 * math.exp(-1 / 4) / (2 * math.sqrt(2)))
+    assert round(value[0], 2) == 27.53 and value[1] == 100.0 and value[6] == value[7] == 0.0
+    assert math.isclose(value[4], 100 * math.exp(1 - 10 / 3) * (1 * 1 / 2 * 1 / 2) ** (1 / 3))
+    hyp, ref = ex.cases[3].args  # "no 4-gram matches, longer"
+    assert not _grams(words(hyp), 4) & _grams(words(ref), 4) and _grams(words(hyp), 3) & \
+        _grams(words(ref), 3) and (len(words(hyp)), len(words(ref))) == (13, 10)
+    task = next(source(c) for c in load(ROOT / "notebooks" / "exercises" / "11_translation.ipynb")
+                ["cells"] if source(c).startswith("## Exercise 11.4"))
+    assert "= 27.53$" in task and "Chen & Cherry (2014" in task
+
+
+def test_sentence_bleu_equals_sacrebleus_sentence_bleu_on_test_translations():
+    """The solution of the notebook and the checker's reference against sacrebleu.sentence_bleu
+    (smoothing "exp", effective order: its defaults) on 200 of the committed model's test
+    translations (76 of them share no 4-gram with the reference) and 60 cut or shuffled ones."""
+    sacrebleu = pytest.importorskip("sacrebleu")
+    nb = load(ROOT / "notebooks" / "exercises" / "11_translation.ipynb")
+    scope = {"Counter": Counter, "np": np, "words": words}
+    exec(solution_code(parts(nb)["11.4"]["solution"]), scope)
+    _, english = load_multi30k("test_2016_flickr")
+    pairs = list(zip(load_translation_runs()["decoding"]["greedy"]["hypotheses"], english))[:200]
+    rng = np.random.default_rng(4)
+    for sentence in english[200:260]:
+        w = sentence.split()
+        if rng.random() < 0.3:
+            rng.shuffle(w)
+        pairs.append((" ".join(w[:rng.integers(0, 6)]), sentence))  # 0 to 5 words
+    assert sum(not _grams(words(h), 4) & _grams(words(r), 4) for h, r in pairs[:200]) == 76
+    for hypothesis, reference in pairs:
+        theirs = sacrebleu.sentence_bleu(hypothesis, [reference]).score
+        assert math.isclose(scope["sentence_bleu"](hypothesis, reference), theirs, abs_tol=1e-9)
+        assert math.isclose(checks.CATALOGUE["11.4"].reference(hypothesis, reference), theirs,
+                            abs_tol=1e-9)
+
+
 def test_the_library_parts_may_be_used_but_not_the_library_exercise():
     def bpe_step(spelled):  # notebook 11's counting and merging, put together by the learner
         pairs = helpers.translation.count_pairs(spelled)
@@ -365,6 +495,6 @@ def test_the_grader_grades_a_python_file_of_notebook_11(tmp_path):
     out = subprocess.run([sys.executable, "-m", "helpers.checks", str(wrong)],
                          capture_output=True, text=True)
     assert out.returncode == 1, out.stdout + out.stderr
-    assert "-- 11_wrong.py: 0 of 3 exercises passed" in out.stdout, out.stdout
+    assert "-- 11_wrong.py: 0 of 4 exercises passed" in out.stdout, out.stdout
     assert "✗ 11.2 beam_step: 11_wrong.py defines no beam_step." in out.stdout
     assert "✗ 11.1 bpe_step: wrong on" in out.stdout  # two mistakes at once: no one named

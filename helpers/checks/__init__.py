@@ -46,19 +46,24 @@ itself, or forge its messages to the grader. Grade files you do not trust in a c
 
 The catalogue, one module per notebook (each exercise lists its mistakes):
 
-* ``attention`` 01: softmax, scaled dot-product attention with a mask, the variance of the scores
+* ``attention`` 01: softmax, scaled dot-product attention with a mask, the variance of the scores,
+  log-softmax
 * ``heads``     02: multi-head attention: split_heads, merge_heads, the layer, a previous-token
   head
-* ``positions`` 03: the sinusoidal table, embeddings plus positions, the rotation M_k
-* ``masks``     04: the causal and the padding mask, a softmax with fully blocked rows
+* ``positions`` 03: the sinusoidal table, embeddings plus positions, the rotation M_k, the
+  offset between two rows
+* ``masks``     04: the causal and the padding mask, a softmax with fully blocked rows, a prefix-LM
+  mask
 * ``blocks``    05: LayerNorm, the Post-LN block, telling Post-LN from Pre-LN
 * ``decoder``   06: the decoder block with cross-attention, greedy decoding, the parameter count
 * ``training``  07: softmax and LayerNorm backward, the warm-up schedule, Adam, a gradient check,
   RMSNorm backward
 * ``cost``      08: attention without the n x n matrix, and what it costs, with a causal mask
-* ``modern``    09: RMSNorm, SwiGLU, RoPE, grouped-query attention, a model's KV cache in bytes
+* ``modern``    09: RMSNorm, SwiGLU, RoPE, grouped-query attention, a model's KV cache in bytes,
+  a sliding-window mask
 * ``lm``        10: the next-token loss, the sampling step, the bigram baseline, top-p sampling
-* ``translation`` 11: one merge of byte-pair encoding, one step of beam search, BLEU
+* ``translation`` 11: one merge of byte-pair encoding, one step of beam search, BLEU, BLEU of
+  one sentence (smoothed)
 
 Grading a file: ``worker`` (the child process), ``child`` (running one), ``wire`` (what it sends).
 """

@@ -1,5 +1,6 @@
-"""Exercises of notebook 01: softmax, scaled dot-product attention with a mask, and the variance
-of the scores before and after the division by √d_k."""
+"""Exercises of notebook 01: softmax, scaled dot-product attention with a mask, the variance of
+the scores before and after the division by √d_k, and a log-softmax (the lesson's shift, applied
+to a function it does not show)."""
 
 import numpy as np
 
@@ -303,4 +304,110 @@ SCORE_VARIANCE = Exercise(
     ),
 )
 
-EXERCISES = (SOFTMAX, SDPA, SCORE_VARIANCE)
+# ── 01.4 · log-softmax, without underflow ────────────────────────────────────────────────────
+
+_SOFTMAX = "01 §3 · Softmax, without overflow"
+
+
+def _log_softmax(x, axis=-1):
+    """log(softmax(x)) along `axis` as x - m - log(sum(exp(x - m))), m the maximum: the sum is at
+    least 1, so its log is finite; an all -inf row gives -inf (the log of 01.1's zeros)."""
+    m = np.max(x, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0)  # an all -inf row: never -inf - (-inf)
+    total = np.sum(np.exp(x - m), axis=axis, keepdims=True)
+    return x - m - np.log(np.where(total > 0, total, 1))  # that row: x - 0 - log 1 = -inf
+
+
+def _lse_mistake(shift="row", add_back=True, log=True, keepdims=True, axis_used=None):
+    """The textbook x - m - log(sum(exp(x - m))), unguarded (NaN on an all -inf row), with one
+    slip: shift "row" (each row's maximum), "global" (the whole array's) or None (no shift);
+    add_back False (m missing from the result); log False (the sum itself subtracted);
+    keepdims False; axis_used (the axis it runs along whatever `axis` says)."""
+    def model(x, axis=-1):
+        a = axis if axis_used is None else axis_used
+        m = (np.max(x, axis=a, keepdims=keepdims) if shift == "row" else
+             np.max(x) if shift == "global" else 0.0)
+        s = x - m
+        total = np.sum(np.exp(s), axis=a, keepdims=keepdims)
+        return (s if add_back else x) - (np.log(total) if log else total)
+    return model
+
+
+def _zeros_on_blocked_row(x, axis=-1):  # 01.1's answer for that row, not its log
+    out = _log_softmax(x, axis)
+    return np.where(np.isneginf(x).all(axis=axis, keepdims=True), 0.0, out).astype(out.dtype)
+
+
+LOG_SOFTMAX = Exercise(
+    key="01.4", name="log_softmax", reference=_log_softmax, see=_SOFTMAX,
+    cases=(
+        Case("x = [[0, ln 3], [1, 1]] (by hand: [[ln 1/4, ln 3/4], [ln 1/2, ln 1/2]] = "
+             "[[-1.3863, -0.2877], [-0.6931, -0.6931]])",
+             (np.array([[0.0, np.log(3.0)], [1.0, 1.0]]),)),
+        Case("x = [[1000, 0], [-1000, 0]] (by hand: [[0, -1000], [-1000, 0]]; e^-1000 "
+             "underflows to 0, and exp(1000) overflows)",
+             (np.array([[1000.0, 0.0], [-1000.0, 0.0]]),)),
+        Case("rows far apart, [[1000, 1001], [-1000, -999]] (by hand: both rows are "
+             "[-1.3133, -0.3133])", (np.array([[1000.0, 1001.0], [-1000.0, -999.0]]),)),
+        Case("x of shape (2, 4, 4), the last axis", (_rng.normal(size=(2, 4, 4)) * 3,)),
+        Case("x of shape (2, 4, 4), axis=1", (_rng.normal(size=(2, 4, 4)) * 3,), {"axis": 1}),
+        Case("float32 x = [[0, -50, -120], [1, 2, 3]]: float32 in, float32 out (e^-120 "
+             "underflows to 0 in float32)",
+             (np.array([[0.0, -50.0, -120.0], [1.0, 2.0, 3.0]], dtype=np.float32),)),
+        Case("a row that is all -inf, and one with a -inf entry: [[-inf, -inf, -inf], "
+             "[0, -inf, 1]] (the all -inf row gives -inf, the log of 01.1's zeros, not NaN)",
+             (np.array([[-np.inf, -np.inf, -np.inf], [0.0, -np.inf, 1.0]]),)),
+    ),
+    mistakes=(
+        Mistake("logsoftmax-log-of-softmax",
+                "this is np.log(softmax(x)): a weight that underflows to 0 (e^-1000) gives "
+                "log(0) = -inf, where the right value is finite (-1000); stay in log space: "
+                "x - m - log(sum(exp(x - m)))", _SOFTMAX,
+                lambda x, axis=-1: np.log(softmax(x, axis=axis))),
+        Mistake("logsoftmax-no-max-shift",
+                "log(sum(exp(x))) is taken without subtracting the maximum: exp(1000) overflows "
+                "to inf, and x - inf is -inf; subtract each row's maximum m first and add it "
+                "back: log(sum(exp(x))) = m + log(sum(exp(x - m)))", _SOFTMAX,
+                _lse_mistake(shift=None)),
+        Mistake("logsoftmax-max-not-added-back",
+                "the maximum m is subtracted inside the exp but missing from the result: "
+                "log(sum(exp(x))) = m + log(sum(exp(x - m))), so the result is x - m - "
+                "log(sum(exp(x - m))), not x - log(sum(exp(x - m)))", _SOFTMAX,
+                _lse_mistake(add_back=False)),
+        Mistake("logsoftmax-global-max",
+                "one maximum of the whole array (np.max(x)) is subtracted, not each row's: in a "
+                "row far below it every exp underflows to 0, and log(0) = -inf", _SOFTMAX,
+                _lse_mistake(shift="global")),
+        Mistake("logsoftmax-ignores-axis",
+                "the log-softmax always runs over the last axis: the `axis` argument is ignored",
+                _SOFTMAX, lambda x, axis=-1: _log_softmax(x, axis=-1)),
+        Mistake("logsoftmax-no-keepdims",
+                "the maximum and the sum are taken without keepdims=True: they lose the axis, "
+                "and x - m lines them up with the wrong axis (or fails to broadcast)",
+                _SOFTMAX, _lse_mistake(keepdims=False)),
+        Mistake("logsoftmax-log-missing",
+                "the sum itself is subtracted, not its log: x - m - sum(exp(x - m)); the "
+                "log-softmax is x - m - log(sum(exp(x - m)))", _SOFTMAX,
+                _lse_mistake(log=False)),
+        Mistake("logsoftmax-nan-on-blocked-row",
+                "a row that is all -inf gives NaN (-inf - (-inf), in x - m, or in subtracting "
+                "log(0) = -inf); its softmax is zeros, so its log-softmax is -inf: subtract 0 "
+                "where the maximum is not finite, and take the log of 1 where the sum is 0",
+                _SOFTMAX, _lse_mistake()),
+        Mistake("logsoftmax-zeros-on-blocked-row",
+                "a row that is all -inf gives zeros: zeros are its softmax (01.1), and the log "
+                "of a weight 0 is -inf", _SOFTMAX, _zeros_on_blocked_row),
+        Mistake("logsoftmax-fill-1e9",
+                "-inf is replaced by a large finite number (-1e9) first, so a row that is all "
+                "-inf gets log(1/n) everywhere and a blocked entry about -1e9; both must be "
+                "-inf", "04 §4 · A query with nothing to see: `-inf` or `-1e9`?",
+                lambda x, axis=-1: _log_softmax(np.where(np.isneginf(x), -1e9, x), axis)),
+        Mistake("logsoftmax-float64",
+                "a float32 x comes back float64 (np.asarray(x, dtype=float), or a float64 "
+                "constant): keep the input's dtype, as notebook 01 §7 checks",
+                "01 §7 · Five checks",
+                lambda x, axis=-1: _log_softmax(np.asarray(x, dtype=np.float64), axis)),
+    ),
+)
+
+EXERCISES = (SOFTMAX, SDPA, SCORE_VARIANCE, LOG_SOFTMAX)

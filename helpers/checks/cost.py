@@ -364,29 +364,87 @@ def _future_far_larger():
     return Q, K, V
 
 
+_PRODUCTS = (np.dot, np.vdot, np.inner, np.outer, np.tensordot, np.einsum, np.kron)
+_CONVERTERS = ("asarray", "array", "ascontiguousarray", "asfortranarray", "copy")
+
+
 def _work(fn, Q, K, V, block_size):
     """The multiply-adds of the products fn takes with K (its scores), as a verdict: whether it
-    stays within the causal bound, the key blocks up to each query block's diagonal."""
+    stays within the causal bound, the key blocks up to each query block's diagonal. K comes as
+    a subclass that counts its products (@, np.matmul, np.einsum, np.dot, ..., and a broadcast
+    product summed later); what is computed from K element by element is still K, and so is K
+    passed through np.asarray, np.array, np.ascontiguousarray, np.asfortranarray or np.copy
+    (wrapped in the numpy module for the duration of the call). A function whose products with
+    K cannot be seen at all is not credited: its work cannot be checked."""
     count = [0]
+    d = Q.shape[-1]
+
+    def plain(x):
+        if isinstance(x, Keys):
+            return x.view(np.ndarray)
+        if isinstance(x, (tuple, list)):
+            return type(x)(plain(y) for y in x)
+        return x
+
+    def kept(result, like):  # a same-shaped result computed from K element by element is K
+        if type(result) is np.ndarray and any(np.shape(x) == result.shape for x in like):
+            return result.view(Keys)
+        return result
 
     class Keys(np.ndarray):  # K, counting the products it takes part in
         def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-            inputs = tuple(x.view(np.ndarray) if isinstance(x, Keys) else x for x in inputs)
+            keys = [x for x in inputs if isinstance(x, Keys)]
+            into = kwargs.get("out", (None,))[0]  # K /= 2 writes into K: K stays K
             if "out" in kwargs:
-                kwargs["out"] = tuple(x.view(np.ndarray) if isinstance(x, Keys) else x
-                                      for x in kwargs["out"])
-            result = getattr(ufunc, method)(*inputs, **kwargs)
-            if ufunc is np.matmul and method == "__call__":
-                count[0] += int(np.size(result)) * int(np.shape(inputs[0])[-1])
-            return result
+                kwargs["out"] = plain(kwargs["out"])
+            result = getattr(ufunc, method)(*plain(inputs), **kwargs)
+            if isinstance(into, Keys) and ufunc is not np.matmul:
+                return into
+            if method != "__call__" or not isinstance(result, np.ndarray):
+                return result
+            if ufunc is np.matmul:
+                count[0] += result.size * d
+                return result
+            if ufunc is np.multiply and keys and result.size > max(x.size for x in keys):
+                count[0] += result.size  # q[:, None] * K[None]: one multiply per term
+                return result
+            return kept(result, keys)
 
-    fn(Q, K.view(Keys), V, block_size=block_size)
-    T_q, T_k, d = Q.shape[-2], K.shape[-2], Q.shape[-1]
+        def __array_function__(self, func, types, args, kwargs):
+            if func in _PRODUCTS:
+                result = func(*plain(args), **{k: plain(v) for k, v in kwargs.items()})
+                count[0] += int(np.size(result)) * d
+                return result
+            result = super().__array_function__(func, types, args, kwargs)
+            return kept(result, [x for x in args if isinstance(x, Keys)])
+
+        def dot(self, other, out=None):
+            return np.dot(self, other, out=out)
+
+    def keep(convert):  # np.asarray(K) would strip the subclass: it stays K
+        def converted(a, *args, **kwargs):
+            result = convert(a, *args, **kwargs)
+            return result.view(Keys) if isinstance(a, Keys) and type(result) is np.ndarray \
+                else result
+        return converted
+
+    saved = {name: getattr(np, name) for name in _CONVERTERS}
+    try:
+        for name, convert in saved.items():
+            setattr(np, name, keep(convert))
+        fn(Q, K.view(Keys), V, block_size=block_size)
+    finally:
+        for name, convert in saved.items():
+            setattr(np, name, convert)
+    T_q, T_k = Q.shape[-2], K.shape[-2]
     bound = 0
     for i in range(0, T_q, block_size):  # each query block, against the keys up to the end of
         last = min(i + block_size, T_q)  # its last query's key block
         keys = min(T_k, -(-max(last + T_k - T_q, 0) // block_size) * block_size)
         bound += (last - i) * keys * d
+    if count[0] == 0:
+        return ("no product with K was seen, so the work cannot be checked: K became an array "
+                "this check does not follow (K.view, K.tolist, ...); take the scores from K itself")
     if count[0] <= bound:
         return f"at most {bound:,} multiply-adds of scores: no key block after the diagonal"
     return (f"more than {bound:,} multiply-adds of scores: key blocks entirely after a query "

@@ -1,5 +1,6 @@
 """Exercises of notebook 04: the causal and the padding mask, the two combined, and a masked
-softmax that gives a query with nothing to see zero weights."""
+softmax that gives a query with nothing to see zero weights, and a prefix-LM mask (a mask the
+lesson does not show, built from its comparisons)."""
 
 import numpy as np
 
@@ -7,8 +8,8 @@ from helpers.checks.core import Case, Exercise, Mistake
 from helpers.transformer import causal_mask, padding_mask, softmax
 from helpers.transformer import softmax as _library_softmax  # watched in 04.4: see _masked_softmax
 
-# The cases of 04.1-04.3 are sizes and lengths chosen by hand: nothing there is random. 04.4's
-# scores are random, from this generator: the same on every run and every machine.
+# The cases of 04.1-04.3 and 04.5 are sizes and lengths chosen by hand: nothing there is random.
+# 04.4's scores are random, from this generator: the same on every run and every machine.
 _rng = np.random.default_rng(104)
 
 # ── 04.1 · the causal mask ────────────────────────────────────────────────────────────────────
@@ -286,4 +287,71 @@ MASKED_SOFTMAX = Exercise(
     ),
 )
 
-EXERCISES = (CAUSAL, PADDING, COMBINED, MASKED_SOFTMAX)
+# ── 04.5 · a prefix-LM mask ───────────────────────────────────────────────────────────────────
+
+_CAUSAL = "04 §1 · The causal mask: no looking ahead"
+
+
+def _prefix_lm_mask(T, prefix_len):
+    """(T, T), True = blocked: key j is blocked for query i when it is in the future (j > i) and
+    after the prefix (j >= prefix_len); the prefix is seen by every query."""
+    i, j = _grid(T)
+    return (j > i) & (j >= prefix_len)
+
+
+def _prefix_where(blocked):
+    return lambda T, prefix_len: _causal_where(T, lambda i, j: blocked(i, j, prefix_len))
+
+
+PREFIX_LM = Exercise(
+    key="04.5", name="prefix_lm_mask", reference=_prefix_lm_mask, see=_CAUSAL,
+    cases=(
+        Case("T = 4, prefix_len = 2 (by hand: [[F, F, T, T], [F, F, T, T], [F, F, F, T], "
+             "[F, F, F, F]])", (4, 2)),
+        Case("T = 5, prefix_len = 0 (no prefix: the causal mask)", (5, 0)),
+        Case("T = 3, prefix_len = 3 (all prefix: nothing blocked)", (3, 3)),
+        Case("T = 6, prefix_len = 3", (6, 3)),
+        Case("T = 6, prefix_len = 5", (6, 5)),
+    ),
+    mistakes=(
+        Mistake("prefix-causal-everywhere",
+                "this is the causal mask: the prefix is not opened, so a query in the prefix "
+                "does not see the prefix keys after it", _CAUSAL,
+                lambda T, prefix_len: causal_mask(T)),
+        Mistake("prefix-nothing-blocked",
+                "nothing is blocked (bidirectional everywhere): only the prefix is read both "
+                "ways; a key after the prefix stays hidden from the queries before it", _CAUSAL,
+                lambda T, prefix_len: np.zeros((T, T), dtype=bool)),
+        Mistake("prefix-queries-see-the-future",
+                "the prefix is opened by rows (its queries see every key), so a prefix query "
+                "sees the tokens after the prefix, the ones the model must predict; open the "
+                "prefix's keys (columns) instead",
+                "04 §5 · Columns and rows: padded keys, padded queries",
+                _prefix_where(lambda i, j, p: (j > i) & (i >= p))),
+        Mistake("prefix-boundary-off-by-one",
+                "key prefix_len is opened too (j > prefix_len is blocked, not j >= "
+                "prefix_len): the prefix holds positions 0 .. prefix_len - 1", _CAUSAL,
+                _prefix_where(lambda i, j, p: (j > i) & (j > p))),
+        Mistake("prefix-diagonal-shifted",
+                "the diagonal is moved by prefix_len (np.triu(..., k=prefix_len + 1)): every "
+                "query then sees prefix_len keys ahead of it, not the prefix; a key is blocked "
+                "when it is in the future and after the prefix", _CAUSAL,
+                _prefix_where(lambda i, j, p: j > i + p)),
+        Mistake("prefix-combined-with-or",
+                "the two conditions are combined with |: 'in the future' or 'after the prefix' "
+                "blocks a query's own past after the prefix; a key is blocked only if it is in "
+                "the future and after the prefix (&)",
+                "04 §2 · The padding mask: ignore the filler",
+                _prefix_where(lambda i, j, p: (j > i) | (j >= p))),
+        Mistake("prefix-inverted",
+                "the mask is True where a key is visible (a keep-mask); in this series "
+                "True = blocked", "04 §7 · Other encodings",
+                lambda T, prefix_len: ~_prefix_lm_mask(T, prefix_len)),
+        Mistake("prefix-not-boolean",
+                "the mask holds numbers 0 and 1, not booleans: np.where(mask, ...) and ~mask "
+                "need a boolean array (dtype=bool)", _CAUSAL,
+                lambda T, prefix_len: _prefix_lm_mask(T, prefix_len).astype(float)),
+    ),
+)
+
+EXERCISES = (CAUSAL, PADDING, COMBINED, MASKED_SOFTMAX, PREFIX_LM)

@@ -1,4 +1,5 @@
-"""Exercises of notebook 09: RMSNorm, SwiGLU, RoPE and grouped-query attention."""
+"""Exercises of notebook 09: RMSNorm, SwiGLU, RoPE, grouped-query attention, the KV cache of a
+published model, and a sliding-window mask."""
 
 import numpy as np
 
@@ -409,4 +410,68 @@ KV_CACHE_BYTES = Exercise(
     ),
 )
 
-EXERCISES = (RMS_NORM, SWIGLU, ROPE, GQA, KV_CACHE_BYTES)
+# ── 09.6 · the sliding-window mask (a transfer: notebook 04's causal mask, bounded) ───────────
+
+_CAUSAL = "04 §1 · The causal mask: no looking ahead"
+
+
+def _sliding_window_mask(T, window, *, oldest=0, causal=True, future=False, keep=False):
+    """(T, T) boolean, True = blocked: query q sees the keys k with q - window < k <= q (itself and
+    the window - 1 before it); with the slips of the mistakes below (the oldest visible key moved
+    by `oldest`, the future not blocked, the window on the future side, True = visible)."""
+    q, k = np.arange(T)[:, None], np.arange(T)[None, :]
+    if future:  # rows read as keys: q <= k < q + window
+        sees = (k >= q) & (k - q < window)
+    else:
+        sees = (q - k < window + oldest) & ((k <= q) if causal else (k - q < window))
+    return sees if keep else ~sees
+
+
+def _window_model(**slip):
+    return lambda T, window: _sliding_window_mask(T, window, **slip)
+
+
+SLIDING_WINDOW = Exercise(
+    key="09.6", name="sliding_window_mask", reference=_sliding_window_mask, see=_CAUSAL,
+    cases=(
+        Case("T = 4, window = 2 (by hand: each query sees itself and the key before it: "
+             "[[F, T, T, T], [F, F, T, T], [T, F, F, T], [T, T, F, F]])", (4, 2)),
+        Case("T = 5, window = 1 (only the diagonal is visible)", (5, 1)),
+        Case("T = 6, window = 3", (6, 3)),
+        Case("T = 4, window = 4 (= T: the plain causal mask)", (4, 4)),
+        Case("T = 3, window = 10 (> T: the plain causal mask)", (3, 10)),
+        Case("T = 8, window = 5", (8, 5)),
+    ),
+    mistakes=(
+        Mistake("window-one-too-many",
+                "each query sees window + 1 keys (q - k <= window): the window counts the "
+                "query itself, so the oldest key it sees is q - window + 1",
+                _CAUSAL, _window_model(oldest=1)),
+        Mistake("window-one-too-few",
+                "each query sees window - 1 keys: with window = 1 it must still see itself, "
+                "the diagonal; the oldest key it sees is q - window + 1",
+                _CAUSAL, _window_model(oldest=-1)),
+        Mistake("window-not-causal",
+                "the band reaches both ways (|q - k| < window), as in Longformer's encoder: a "
+                "decoder must also block the later keys k > q, as the causal mask does",
+                _CAUSAL, _window_model(causal=False)),
+        Mistake("window-future-not-blocked",
+                "only the keys too old are blocked (k <= q - window): the later keys k > q are "
+                "visible; the sliding window is the causal mask with the old keys blocked too",
+                _CAUSAL, lambda T, window: np.subtract.outer(np.arange(T), np.arange(T))
+                >= window),
+        Mistake("window-on-the-future",
+                "the window lies on the wrong side of the diagonal (q <= k < q + window): row q "
+                "is query q, column k is key k, and a query sees the keys before it",
+                _CAUSAL, _window_model(future=True)),
+        Mistake("window-inverted",
+                "the mask is True where a key is visible (a keep-mask); in this series True = "
+                "blocked", "04 §7 · Other encodings", _window_model(keep=True)),
+        Mistake("window-not-boolean",
+                "the mask holds numbers 0 and 1, not booleans: np.where(mask, ...) and ~mask "
+                "need a boolean array (dtype=bool)",
+                _CAUSAL, lambda T, window: _sliding_window_mask(T, window).astype(float)),
+    ),
+)
+
+EXERCISES = (RMS_NORM, SWIGLU, ROPE, GQA, KV_CACHE_BYTES, SLIDING_WINDOW)

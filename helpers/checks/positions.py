@@ -1,5 +1,5 @@
-"""Exercises of notebook 03: the sinusoidal table, embeddings plus positions, and the matrix M_k
-that shifts the table by k positions."""
+"""Exercises of notebook 03: the sinusoidal table, embeddings plus positions, the matrix M_k
+that shifts the table by k positions, and the offset between two rows read back from them."""
 
 import numpy as np
 
@@ -231,4 +231,89 @@ ROTATION = Exercise(
     ),
 )
 
-EXERCISES = (PE_TABLE, EMBED, ROTATION)
+# ── 03.4 · the offset between two rows (a transfer: §5's rotation run backwards) ────────────
+
+_TABLE = "03 §2 · The sinusoidal encoding"
+
+
+def _offset(a, b, *, pair=None, exponent=2, angle="atan2", sign=1):
+    """k with a = PE[p] and b = PE[p + k], p unknown: the angle by which the slowest pair of a
+    turns into that of b, over its frequency; with the slips of the mistakes below (another
+    pair, another exponent, another way to take the angle, the sign)."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    d_model = a.shape[-1]
+    i = d_model // 2 - 1 if pair is None else pair  # the slowest pair: no wrap for |k| w < pi
+    w = 10000.0 ** (-exponent * i / d_model)
+    sa, ca, sb, cb = a[..., 2 * i], a[..., 2 * i + 1], b[..., 2 * i], b[..., 2 * i + 1]
+    cross, dot = ca * sb - sa * cb, ca * cb + sa * sb  # sin(k w) and cos(k w)
+    if angle == "atan2":
+        theta = np.arctan2(cross, dot)
+    elif angle == "arccos":  # the dot product alone: |k w|
+        theta = np.arccos(np.clip(dot, -1.0, 1.0))
+    elif angle == "arctan":  # the quadrant lost: |k w| <= pi / 2
+        theta = np.arctan(cross / dot)
+    else:  # "rows": each row's own angle, subtracted without wrapping
+        theta = np.arctan2(sb, cb) - np.arctan2(sa, ca)
+    k = np.rint(sign * theta / w).astype(int)
+    return k if k.ndim else int(k)
+
+
+def _rows(d_model, p, k):
+    """(PE[p], PE[p + k]) of the d_model-wide table; p and k may be arrays (a batch of rows)."""
+    p, k = np.asarray(p), np.asarray(k)
+    PE = positional_encoding(int(max(np.max(p), np.max(p + k))) + 1, d_model)
+    return PE[p], PE[p + k]
+
+
+OFFSET = Exercise(
+    key="03.4", name="offset_between", reference=_offset, see=_ROTATION,
+    cases=(
+        Case("d_model = 4, a = PE[0] = [0 1 0 1], b = PE[1] = [sin 1, cos 1, sin 0.01, "
+             "cos 0.01] (by hand: pair 1 turns from angle 0 to 0.01, and ω_1 = 0.01: k = 1)",
+             _rows(4, 0, 1)),
+        Case("d_model = 4, a = PE[5], b = PE[2] (k = -3: back three)", _rows(4, 5, -3)),
+        Case("d_model = 8, a = PE[2], b = PE[14] (k = 12: pair 0 turns by 12 radians, almost "
+             "two full turns)", _rows(8, 2, 12)),
+        Case("d_model = 4, a = PE[30], b = PE[230] (k = 200: pair 1 turns by 2 radians, more "
+             "than a quarter turn)", _rows(4, 30, 200)),
+        Case("d_model = 4, a = PE[300], b = PE[330] (k = 30: pair 1's angle passes π between "
+             "the two rows, 3.0 -> 3.3)", _rows(4, 300, 30)),
+        Case("d_model = 16, a batch of 3 pairs of rows, (3, 16) each: p = 0, 7, 40 and k = 5, "
+             "-5, 0", _rows(16, [0, 7, 40], [5, -5, 0])),
+        Case("d_model = 64 (notebook 03's width), a = PE[1000], b = PE[750] (k = -250)",
+             _rows(64, 1000, -250)),
+    ),
+    mistakes=(
+        Mistake("offset-sign-flipped",
+                "the sign is flipped: that is the offset from b back to a (p - q), or the sine "
+                "and the cosine of a pair were read from the wrong columns; b = PE[p + k] is "
+                "a's pair turned forward by kω (03.3's M_k)",
+                _ROTATION, lambda a, b: _offset(a, b, sign=-1)),
+        Mistake("offset-from-dot-product",
+                "the angle comes from the pair's dot product alone (arccos of cos kω): a "
+                "cosine is even, so it gives |k| and never the direction; the pair's cross "
+                "product, sin kω, carries the sign (np.arctan2 takes both)",
+                _ROTATION, lambda a, b: _offset(a, b, angle="arccos")),
+        Mistake("offset-fastest-pair",
+                "the angle is read from pair 0, which turns by k radians: an angle is known only "
+                "up to whole turns, so any |k| > π comes back wrapped; the slowest pair, the "
+                "last, turns by less than π for every offset in the cases",
+                "03 §3 · The wavelengths", lambda a, b: _offset(a, b, pair=0)),
+        Mistake("offset-exponent-i-over-d",
+                "the angle is divided by 10000^(-i / d_model); the pair's frequency is "
+                "ω_i = 10000^(-2i / d_model)",
+                _TABLE, lambda a, b: _offset(a, b, exponent=1)),
+        Mistake("offset-arctan-loses-quadrant",
+                "the angle is np.arctan(sin / cos), which only returns angles between -π/2 and "
+                "π/2: a turn of 2 radians comes back as 2 - π; np.arctan2(sin, cos) keeps the "
+                "quadrant", _ROTATION, lambda a, b: _offset(a, b, angle="arctan")),
+        Mistake("offset-angles-not-wrapped",
+                "each row's angle is taken on its own and the two subtracted: np.arctan2 returns "
+                "angles between -π and π, so when the rows sit on either side of π the "
+                "difference is off by a full turn, 2π; take the angle between the two pairs "
+                "(np.arctan2 of their cross and dot products), or wrap the difference",
+                _ROTATION, lambda a, b: _offset(a, b, angle="rows")),
+    ),
+)
+
+EXERCISES = (PE_TABLE, EMBED, ROTATION, OFFSET)

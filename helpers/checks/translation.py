@@ -1,4 +1,5 @@
-"""Exercises of notebook 11: one merge of byte-pair encoding, one step of beam search, BLEU."""
+"""Exercises of notebook 11: one merge of byte-pair encoding, one step of beam search, BLEU of a
+corpus and of one sentence."""
 
 import math
 from collections import Counter
@@ -395,4 +396,137 @@ BLEU = Exercise(
     ),
 )
 
-EXERCISES = (BPE_STEP, BEAM_STEP, BLEU)
+
+# ── 11.4 · sentence_bleu ──────────────────────────────────────────────────────────────────────
+
+
+def _sentence_bleu(hypothesis, reference, *, smooth="exp", clip=True, brevity="shorter",
+                   mean="geometric", scale=100.0, effective=True, nothing_is_zero=True,
+                   split=words):
+    """Sentence BLEU as sacrebleu.sentence_bleu(hypothesis, [reference]) computes it by default:
+    the n-gram precisions of 11.3 for one sentence, n = 1..min(4, c) (its effective order), a
+    zero precision smoothed by Chen & Cherry's method 3 (the k-th order without a match counts
+    1 / 2^k matches), 0 when no word matches; with the switches of the mistakes below (`split`
+    is a default, so that the learner's words() is not taken for the library's work)."""
+    hyp, ref = split(hypothesis), split(reference)
+    c, r = len(hyp), len(ref)
+    if not c or nothing_is_zero and not set(hyp) & set(ref):  # no word in common
+        return 0.0
+    orders = min(4, c) if effective else 4
+    p, zeros = [], 0
+    for n in range(1, orders + 1):
+        ref_counts, total = _ngrams(ref, n), max(c - n + 1, 0)
+        matches = sum(min(k, ref_counts[g]) if clip else k * (g in ref_counts)
+                      for g, k in _ngrams(hyp, n).items())
+        if total == 0:  # (effective=False) an order the hypothesis is too short for: 0 of 0
+            p.append(1.0)
+        elif smooth == "add-one":
+            p.append((matches + 1) / (total + 1))
+        elif matches or smooth == "none":
+            p.append(matches / total)
+        else:
+            zeros = n if smooth == "every-order" else 1 if smooth == "not-doubled" else zeros + 1
+            p.append(1 / 2 ** zeros / (1 if smooth == "undivided" else total))
+    p = np.array(p)
+    if mean == "arithmetic":
+        combined = p.mean()
+    elif not p.all():
+        return 0.0
+    else:
+        combined = np.exp(np.log(p).sum() / orders)
+    if brevity == "never" or (c >= r and brevity != "always"):
+        bp = 1.0
+    else:
+        bp = math.exp(1 - c / r) if brevity == "inverted" else math.exp(1 - r / c)
+    return float(scale * bp * combined)
+
+
+def _sbleu_mistake(**switches):
+    return lambda hypothesis, reference: _sentence_bleu(hypothesis, reference, **switches)
+
+
+SENTENCE_BLEU = Exercise(
+    key="11.4", name="sentence_bleu", reference=_sentence_bleu, see=_BLEU,
+    cases=(
+        Case("'A dog runs.' against 'A dog is running.' (by hand: precisions 3/4 and 1/3; no "
+             "3-gram of 2 and no 4-gram of 1 matches: 1/(2 · 2) and 1/(4 · 1); c = 4 < r = 5: "
+             "BLEU = 100 exp(1 - 5/4) (3/4 · 1/3 · 1/4 · 1/4)^(1/4) = 27.53)",
+             ("A dog runs.", "A dog is running.")),
+        Case("a perfect match (100)",
+             ("Two young men are playing soccer in a park.",
+              "Two young men are playing soccer in a park.")),
+        Case("an ordinary translation, 4-grams matched (no smoothing needed)",
+             ("A woman in a red jacket walks her dog.",
+              "A woman in a red coat walks her black dog.")),
+        Case("no 4-gram matches, the hypothesis longer than the reference (13 words against "
+             "10: no brevity penalty)",
+             ("Two men are sitting together on the old bench near the river.",
+              "Two men sit on a bench by the river.")),
+        Case("'Two men.', 3 words against 10: only n = 1 to 3 (no 4-gram at all), and a "
+             "brevity penalty exp(1 - 10/3)",
+             ("Two men.", "Two men sit on a bench by the river.")),
+        Case("clipping: 'man' three times and 'and' twice, against a reference that has each "
+             "once",
+             ("A man and a man and a man.", "A man and a woman walk a dog.")),
+        Case("no word in common (0, however smoothed)",
+             ("Kids play outside", "A dog jumps over a log in the snow.")),
+        Case("an empty hypothesis (0)", ("", "A dog runs.")),
+    ),
+    mistakes=(
+        Mistake("sbleu-no-smoothing",
+                "a precision of 0 gives 0, as corpus BLEU does: one sentence without a matching "
+                "4-gram would score 0; smooth it: the k-th order without a match counts 1/2^k "
+                "matches",
+                _BLEU, _sbleu_mistake(smooth="none")),
+        Mistake("sbleu-add-one-smoothing",
+                "every order is smoothed by adding 1 to its matches and its n-grams; this "
+                "method (Chen & Cherry's 3) changes only the orders without a match, to "
+                "1 / (2^k n-grams)",
+                _BLEU, _sbleu_mistake(smooth="add-one")),
+        Mistake("sbleu-smoothing-counts-every-order",
+                "the 2^k of the smoothing doubles at every order, matched or not (k = n); k "
+                "counts only the orders without a match: the first gets 1/2, the second 1/4",
+                _BLEU, _sbleu_mistake(smooth="every-order")),
+        Mistake("sbleu-smoothing-not-doubled",
+                "every order without a match counts 1/2 a match; the second counts 1/4, the "
+                "third 1/8 (the geometric sequence)",
+                _BLEU, _sbleu_mistake(smooth="not-doubled")),
+        Mistake("sbleu-smoothed-precision-not-divided",
+                "an order without a match gets precision 1/2^k; 1/2^k is its matches, to divide "
+                "by its number of n-grams like every precision",
+                _BLEU, _sbleu_mistake(smooth="undivided")),
+        Mistake("sbleu-smoothed-when-nothing-matches",
+                "a hypothesis with no word of the reference gets a smoothed score above 0; when "
+                "no word matches there is nothing to smooth: 0",
+                _BLEU, _sbleu_mistake(nothing_is_zero=False)),
+        Mistake("sbleu-absent-orders-in-the-mean",
+                "a hypothesis of fewer than 4 words has no 4-gram, and that order still counts "
+                "in the mean (as a precision of 1, or dividing by 4); the mean runs over "
+                "n = 1 .. min(4, c)",
+                _BLEU, _sbleu_mistake(effective=False)),
+        Mistake("sbleu-unclipped",
+                "a hypothesis n-gram counts as often as the hypothesis has it, not at most as "
+                "often as the reference has it",
+                _BLEU, _sbleu_mistake(clip=False)),
+        Mistake("sbleu-no-brevity-penalty",
+                "the brevity penalty is missing: multiply by exp(1 - r / c) when c < r",
+                _BLEU, _sbleu_mistake(brevity="never")),
+        Mistake("sbleu-brevity-penalty-inverted",
+                "the brevity penalty is exp(1 - c / r), above 1 for a short hypothesis; it is "
+                "exp(1 - r / c), below 1",
+                _BLEU, _sbleu_mistake(brevity="inverted")),
+        Mistake("sbleu-brevity-penalty-when-longer",
+                "exp(1 - r / c) multiplies the score also when the hypothesis is longer "
+                "(c > r), where it is above 1; the penalty is 1 then",
+                _BLEU, _sbleu_mistake(brevity="always")),
+        Mistake("sbleu-arithmetic-mean",
+                "the precisions are averaged arithmetically; BLEU takes their geometric mean, "
+                "exp(mean(log p_n))",
+                _BLEU, _sbleu_mistake(mean="arithmetic")),
+        Mistake("sbleu-fraction-not-percent",
+                "the score is a fraction between 0 and 1; it is in percent, 0 to 100, as 11.3's",
+                _BLEU, _sbleu_mistake(scale=1.0)),
+    ),
+)
+
+EXERCISES = (BPE_STEP, BEAM_STEP, BLEU, SENTENCE_BLEU)
