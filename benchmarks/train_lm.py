@@ -9,8 +9,9 @@ nanoGPT's CPU recipe on this machine.
 
 Both recipes train helpers.lm's DecoderOnly model with helpers.lm.train_lm (notebook 07's train
 loop, AdamW, nanoGPT's cosine schedule) on random windows of the first 90% of the text, and
-report nanoGPT's estimate of the validation loss (the mean over 20 random batches of 12 x 64
-characters, as its estimate_loss computes it with --eval_iters=20) every 250 iterations, the wall
+report nanoGPT's estimate of the validation loss (the mean over 20 random batches of the
+training batch's size, 12 x 64 characters for nanogpt-cpu and 32 x 64 for series, as its
+estimate_loss computes it with --eval_iters=20) every 250 iterations (500 for series), the wall
 time (evaluations included and excluded), and at the end the loss over the whole validation
 split (every character predicted once, in consecutive windows of the context).
 

@@ -186,48 +186,82 @@ def masked_softmax_global_max(scores, mask):
 # ── 04.5 · prefix_lm_mask ─────────────────────────────────────────────────────────────────────
 
 
-def _upper(T, k=1):  # True above the diagonal (k = 1), or from diagonal k on
-    return np.triu(np.ones((T, T), dtype=bool), k=k)
-
-
-def prefix_causal_everywhere(T, prefix_len):
-    return _upper(T)  # prefix_len is never used
-
-
-def prefix_nothing_blocked(T, prefix_len):
-    return np.full((T, T), False)  # "a prefix LM is bidirectional"
-
-
-def prefix_queries_see_the_future(T, prefix_len):
-    mask = _upper(T)
-    mask[:prefix_len, :] = False  # the prefix's rows: its queries see everything
+def _loop_mask(prefix_lens, lengths, T, blocked):  # (B, 1, T, T) from blocked(i, j, p, n)
+    mask = np.zeros((len(lengths), 1, T, T), dtype=bool)
+    for b, (p, n) in enumerate(zip(prefix_lens, lengths)):
+        for i in range(T):
+            for j in range(T):
+                mask[b, 0, i, j] = blocked(i, j, p, n)
     return mask
 
 
-def prefix_boundary_off_by_one(T, prefix_len):
-    mask = _upper(T)
-    mask[:prefix_len + 1, :prefix_len + 1] = False  # "up to and including prefix_len"
-    return mask
+def prefix_causal_everywhere(prefix_lens, lengths, T):
+    return _causal(T) | _keys_padded(lengths, T)  # 04.3 again: prefix_lens is never used
 
 
-def prefix_diagonal_shifted(T, prefix_len):
-    return _upper(T, k=prefix_len + 1)  # "move the diagonal past the prefix"
+def prefix_bidirectional_everywhere(prefix_lens, lengths, T):
+    return np.repeat(_keys_padded(lengths, T), T, axis=2)  # "a prefix LM reads both ways"
 
 
-def prefix_combined_with_or(T, prefix_len):
-    after_prefix = np.arange(T)[None, :] >= prefix_len  # (1, T): keys after the prefix
-    return _upper(T) | after_prefix  # as 04.3 combines two masks
+def prefix_queries_see_the_future(prefix_lens, lengths, T):
+    mask = np.array(np.broadcast_to(_causal(T), (len(lengths), 1, T, T)))
+    for b, p in enumerate(prefix_lens):
+        mask[b, 0, :p, :] = False  # the prefix's rows: its queries see everything
+    return mask | _keys_padded(lengths, T)
 
 
-def prefix_inverted(T, prefix_len):
-    keep = np.tril(np.ones((T, T), dtype=bool))  # True = may attend
-    keep[:, :prefix_len] = True
+def prefix_boundary_off_by_one(prefix_lens, lengths, T):
+    return _loop_mask(prefix_lens, lengths, T, lambda i, j, p, n: j >= n or j > i and j > p)
+
+
+def prefix_diagonal_shifted(prefix_lens, lengths, T):
+    rows = [np.triu(np.ones((T, T), dtype=bool), k=p + 1) | (np.arange(T) >= n)
+            for p, n in zip(prefix_lens, lengths)]  # "move the diagonal past the prefix"
+    return np.stack(rows)[:, None]
+
+
+def prefix_combined_with_or(prefix_lens, lengths, T):
+    after_prefix = (np.arange(T) >= prefix_lens[:, None])[:, None, None, :]  # (B, 1, 1, T)
+    return _causal(T) | after_prefix | _keys_padded(lengths, T)  # as 04.3 combines two masks
+
+
+def prefix_one_prefix_for_the_batch(prefix_lens, lengths, T):
+    p = prefix_lens[0]  # "the prompt length"
+    return (_causal(T) & (np.arange(T) >= p)) | _keys_padded(lengths, T)
+
+
+def prefix_lengths_and_prefixes_swapped(prefix_lens, lengths, T):
+    return _loop_mask(lengths, prefix_lens, T, lambda i, j, p, n: j >= n or j > i and j >= p)
+
+
+def prefix_padding_not_blocked(prefix_lens, lengths, T):
+    opened = np.arange(T)[None, :] < np.asarray(prefix_lens)[:, None]  # (B, T): prefix keys
+    return (_causal(T) & ~opened[:, None, None, :])  # the lengths are never used
+
+
+def prefix_padding_on_queries(prefix_lens, lengths, T):
+    return _loop_mask(prefix_lens, lengths, T, lambda i, j, p, n: i >= n or j > i and j >= p)
+
+
+def prefix_no_head_axis(prefix_lens, lengths, T):
+    return _loop_mask(prefix_lens, lengths, T,
+                      lambda i, j, p, n: j >= n or j > i and j >= p)[:, 0]  # (B, T, T)
+
+
+def prefix_inverted(prefix_lens, lengths, T):
+    keep = np.tril(np.ones((len(lengths), 1, T, T), dtype=bool))  # True = may attend
+    for b, (p, n) in enumerate(zip(prefix_lens, lengths)):
+        keep[b, 0, :, :p] = True
+        keep[b, 0, :, n:] = False
     return keep
 
 
-def prefix_not_boolean(T, prefix_len):
-    mask = np.triu(np.ones((T, T)), k=1)  # floats
-    mask[:prefix_len, :prefix_len] = 0
+def prefix_not_boolean(prefix_lens, lengths, T):
+    mask = np.zeros((len(lengths), 1, T, T))  # floats
+    for b, (p, n) in enumerate(zip(prefix_lens, lengths)):
+        mask[b, 0] = np.triu(np.ones((T, T)), k=1)
+        mask[b, 0, :, :p] = 0
+        mask[b, 0, :, n:] = 1
     return mask
 
 
@@ -261,11 +295,16 @@ WRONG = {
     "masked-softmax-no-max-shift": masked_softmax_no_max_shift,
     "masked-softmax-global-max": masked_softmax_global_max,
     "prefix-causal-everywhere": prefix_causal_everywhere,
-    "prefix-nothing-blocked": prefix_nothing_blocked,
+    "prefix-bidirectional-everywhere": prefix_bidirectional_everywhere,
     "prefix-queries-see-the-future": prefix_queries_see_the_future,
     "prefix-boundary-off-by-one": prefix_boundary_off_by_one,
     "prefix-diagonal-shifted": prefix_diagonal_shifted,
     "prefix-combined-with-or": prefix_combined_with_or,
+    "prefix-one-prefix-for-the-batch": prefix_one_prefix_for_the_batch,
+    "prefix-lengths-and-prefixes-swapped": prefix_lengths_and_prefixes_swapped,
+    "prefix-padding-not-blocked": prefix_padding_not_blocked,
+    "prefix-padding-on-queries": prefix_padding_on_queries,
+    "prefix-no-head-axis": prefix_no_head_axis,
     "prefix-inverted": prefix_inverted,
     "prefix-not-boolean": prefix_not_boolean,
 }
@@ -370,30 +409,53 @@ def test_the_far_apart_and_blocked_high_cases_are_their_labels():
 def test_the_prefix_lm_hand_case_and_the_edge_cases():
     ex = exercise("04.5")
     F, T = False, True
-    assert "by hand: [[F, F, T, T], [F, F, T, T], [F, F, F, T], [F, F, F, F]]" in ex.cases[0].label
-    assert np.array_equal(ex.reference(4, 2), [[F, F, T, T], [F, F, T, T], [F, F, F, T],
-                                               [F, F, F, F]])
-    assert np.array_equal(ex.reference(5, 0), _causal(5))  # no prefix: causal
-    assert not ex.reference(3, 3).any()  # all prefix: nothing blocked
-    for T_, p in [(6, 3), (6, 5)]:  # every prefix key seen by every query; the rest causal
-        mask = ex.reference(T_, p)
-        assert not mask[:, :p].any() and np.array_equal(mask[:, p:], _causal(T_)[:, p:])
+    hand = "by hand: [[[[F, F, T, T], [F, F, T, T], [F, F, F, T], [F, F, F, T]]]]"
+    assert hand in ex.cases[0].label
+    assert np.array_equal(ex.reference(*ex.cases[0].args),
+                          [[[[F, F, T, T], [F, F, T, T], [F, F, F, T], [F, F, F, T]]]])
+    for case in ex.cases:
+        prefix_lens, lengths, T_ = case.args
+        mask = ex.reference(prefix_lens, lengths, T_)
+        assert mask.shape == (len(lengths), 1, T_, T_) and mask.dtype == bool
+        assert np.array_equal(np.broadcast_to(mask, (len(lengths), 4, T_, T_))[:, 3], mask[:, 0])
+        for b, (p, n) in enumerate(zip(prefix_lens, lengths)):
+            m = mask[b, 0]
+            assert not m[:, :p].any() and m[:, n:].all()  # prefix keys seen, padding never
+            assert np.array_equal(m[:, p:n], _causal(T_)[:, p:n])  # the rest: causal
+            assert not m[n:, :n].any()  # a padded query sees the real keys, as in 04.3
+    no_prefix = ex.cases[2].args
+    assert not no_prefix[0].any()
+    assert np.array_equal(ex.reference(*no_prefix),
+                          _causal(no_prefix[2]) | _keys_padded(*no_prefix[1:]))  # = 04.3
+    all_prefix = ex.cases[3].args
+    assert np.array_equal(all_prefix[0], all_prefix[1])
+    assert np.array_equal(ex.reference(*all_prefix),
+                          np.broadcast_to(_keys_padded(*all_prefix[1:]), (2, 1, 4, 4)))
 
 
 def test_a_prefix_lm_mask_built_with_loops_passes():
-    def prefix_lm_mask(T, prefix_len):
-        mask = np.zeros((T, T), dtype=bool)
-        for i in range(T):
-            for j in range(max(i + 1, prefix_len), T):  # future keys past the prefix
-                mask[i, j] = True
+    def prefix_lm_mask(prefix_lens, lengths, T):
+        return _loop_mask(prefix_lens, lengths, T, lambda i, j, p, n: j >= n or j > i and j >= p)
+
+    assert check(prefix_lm_mask)
+
+
+def test_a_prefix_lm_mask_that_reuses_04_3_passes():
+    def causal_padding_mask(lengths, T):  # the learner's 04.3
+        return _causal(T) | _keys_padded(lengths, T)
+
+    def prefix_lm_mask(prefix_lens, lengths, T):
+        mask = causal_padding_mask(lengths, T).copy()
+        for b, p in enumerate(prefix_lens):
+            mask[b, :, :, :p] = False  # open the prefix's keys
         return mask
 
     assert check(prefix_lm_mask)
 
 
-def test_a_prefix_mask_whose_diagonal_moves_by_prefix_len_is_wrong_and_not_named():
-    def prefix_lm_mask(T, prefix_len):
-        return np.triu(np.ones((T, T), dtype=bool), k=prefix_len)  # blocks the diagonal at 0
+def test_a_prefix_mask_that_blocks_the_diagonal_is_wrong_and_not_named():
+    def prefix_lm_mask(prefix_lens, lengths, T):
+        return _loop_mask(prefix_lens, lengths, T, lambda i, j, p, n: j >= n or j >= i and j >= p)
 
     result = check(prefix_lm_mask)
     assert result.status == "wrong" and result.mistakes == (), result.message

@@ -286,6 +286,96 @@ def wrong_count(**switches):
     return count_parameters
 
 
+# ── 06.4 · decoder_io ─────────────────────────────────────────────────────────────────────────
+
+
+def _pad_rows(rows, T, pad_id):  # a learner's padding: each row then pad_id up to T
+    out = np.full((len(rows), T), pad_id)
+    for b, row in enumerate(rows):
+        out[b, :len(row)] = row
+    return out
+
+
+def io_swapped(targets, bos_id, eos_id, pad_id):
+    T = max(len(t) for t in targets) + 1
+    labels = _pad_rows([[bos_id] + t for t in targets], T, pad_id)  # "the labels start the
+    inputs = _pad_rows([t + [eos_id] for t in targets], T, pad_id)  # sentence"
+    return inputs, labels
+
+
+def io_labels_are_the_input(targets, bos_id, eos_id, pad_id):
+    x = _pad_rows([[bos_id, *t] for t in targets], max(map(len, targets)) + 1, pad_id)
+    return x, x.copy()  # "the model predicts its input"
+
+
+def io_input_is_the_labels(targets, bos_id, eos_id, pad_id):
+    y = _pad_rows([[*t, eos_id] for t in targets], max(map(len, targets)) + 1, pad_id)
+    return y.copy(), y
+
+
+def io_eos_in_input(targets, bos_id, eos_id, pad_id):
+    full = _pad_rows([[bos_id] + t + [eos_id] for t in targets], max(map(len, targets)) + 2,
+                     pad_id)
+    return full[:, :-1], full[:, 1:]  # shift the whole padded sequence
+
+
+def io_labels_no_eos(targets, bos_id, eos_id, pad_id):
+    T = max(len(t) for t in targets) + 1
+    x = _pad_rows([[bos_id] + t for t in targets], T, pad_id)
+    return x, np.concatenate([x[:, 1:], np.full((len(targets), 1), pad_id)], axis=1)  # shifted
+
+
+def io_eos_after_padding(targets, bos_id, eos_id, pad_id):
+    padded = _pad_rows(targets, max(map(len, targets)), pad_id)  # (B, longest)
+    B = len(targets)
+    return (np.hstack([np.full((B, 1), bos_id), padded]),
+            np.hstack([padded, np.full((B, 1), eos_id)]))
+
+
+def io_eos_assumed_in_targets(targets, bos_id, eos_id, pad_id):
+    T = max(len(t) for t in targets)  # as if each target ended with EOS
+    return (_pad_rows([[bos_id] + t[:-1] for t in targets], T, pad_id),
+            _pad_rows(targets, T, pad_id))
+
+
+def io_padded_left(targets, bos_id, eos_id, pad_id):
+    T = max(len(t) for t in targets) + 1
+    x, y = np.full((len(targets), T), pad_id), np.full((len(targets), T), pad_id)
+    for b, t in enumerate(targets):
+        x[b, T - len(t) - 1:] = [bos_id] + t  # right-aligned
+        y[b, T - len(t) - 1:] = t + [eos_id]
+    return x, y
+
+
+def io_pad_zero(targets, bos_id, eos_id, pad_id):
+    T = max(len(t) for t in targets) + 1
+    x, y = np.zeros((len(targets), T), dtype=int), np.zeros((len(targets), T), dtype=int)
+    for b, t in enumerate(targets):
+        x[b, :len(t) + 1] = [bos_id] + t
+        y[b, :len(t) + 1] = t + [eos_id]
+    return x, y
+
+
+def io_labels_padded_minus_100(targets, bos_id, eos_id, pad_id):
+    T = max(len(t) for t in targets) + 1
+    return (_pad_rows([[bos_id] + t for t in targets], T, pad_id),
+            _pad_rows([t + [eos_id] for t in targets], T, -100))  # ignore_index=-100
+
+
+def io_one_too_short(targets, bos_id, eos_id, pad_id):
+    T = max(len(t) for t in targets)
+    def row(r):
+        return (r + [pad_id] * T)[:T]  # cut silently
+    return (np.array([row([bos_id] + t) for t in targets]),
+            np.array([row(t + [eos_id]) for t in targets]))
+
+
+def io_one_too_long(targets, bos_id, eos_id, pad_id):
+    T = max(len(t) for t in targets) + 2  # "room for BOS and EOS"
+    return (_pad_rows([[bos_id] + t for t in targets], T, pad_id),
+            _pad_rows([t + [eos_id] for t in targets], T, pad_id))
+
+
 WRONG = {
     "params-no-biases": wrong_count(bias=False),
     "params-no-output-bias": wrong_count(out_bias=False),
@@ -327,10 +417,22 @@ WRONG = {
     "greedy-bos-dropped": bos_dropped,
     "greedy-one-step-too-many": one_step_too_many,
     "greedy-one-step-too-few": one_step_too_few,
+    "io-swapped": io_swapped,
+    "io-labels-are-the-input": io_labels_are_the_input,
+    "io-input-is-the-labels": io_input_is_the_labels,
+    "io-eos-in-input": io_eos_in_input,
+    "io-labels-no-eos": io_labels_no_eos,
+    "io-eos-after-padding": io_eos_after_padding,
+    "io-eos-assumed-in-targets": io_eos_assumed_in_targets,
+    "io-padded-left": io_padded_left,
+    "io-pad-zero": io_pad_zero,
+    "io-labels-padded-minus-100": io_labels_padded_minus_100,
+    "io-one-too-short": io_one_too_short,
+    "io-one-too-long": io_one_too_long,
 }
 
 
-# ── what is special about these two exercises ─────────────────────────────────────────────────
+# ── what is special about these exercises ─────────────────────────────────────────────────────
 
 
 def test_the_hand_case_of_the_decoder_block_gives_48_and_57():
@@ -467,3 +569,59 @@ def test_a_count_off_by_a_few_on_the_paper_model_alone_fails():
     result = checks.run(ex, lambda c: _learner_count(c) + (c.src_vocab == 37_000))
     assert result.status == "wrong" and "63082497" in result.message, result.message
     assert checks.check(lambda c: _learner_count(c), "06.3")  # the learner's own count passes
+
+
+def test_the_decoder_io_hand_case_and_teacher_forcing_alignment():
+    ex = checks.exercise("06.4")
+    decoder_input, labels = ex.reference(*ex.cases[0].args)
+    assert decoder_input.tolist() == [[1, 5, 6, 7], [1, 8, 0, 0]]
+    assert labels.tolist() == [[5, 6, 7, 2], [8, 2, 0, 0]]
+    assert "decoder_input [[1, 5, 6, 7], [1, 8, 0, 0]], labels [[5, 6, 7, 2], [8, 2, 0, 0]]" in (
+        ex.cases[0].label)
+    for case in ex.cases:
+        targets, bos, eos, pad = case.args
+        x, y = ex.reference(*case.args)
+        assert x.shape == y.shape == (len(targets), max(map(len, targets)) + 1)
+        assert x.dtype.kind == y.dtype.kind == "i"
+        for b, t in enumerate(targets):  # input t + 1 is label t; padding after, both the same
+            n = len(t)
+            assert x[b, 0] == bos and y[b, n] == eos and x[b, 1:n + 1].tolist() == t
+            assert np.array_equal(x[b, 1:n + 1], y[b, :n]) and (x[b, n + 1:] == pad).all()
+            assert (y[b, n + 1:] == pad).all() and eos not in x[b] and bos not in y[b]
+
+
+def test_decoder_io_written_with_np_pad_passes():
+    def decoder_io(targets, bos_id, eos_id, pad_id):
+        T = 1 + max(map(len, targets))
+        inputs = [np.pad([bos_id, *t], (0, T - 1 - len(t)), constant_values=pad_id) for t in targets]
+        labels = [np.pad([*t, eos_id], (0, T - 1 - len(t)), constant_values=pad_id) for t in targets]
+        return np.stack(inputs), np.stack(labels)
+
+    assert checks.check(decoder_io)
+
+
+def test_decoder_io_with_eos_dropped_from_the_longest_is_wrong_and_not_named():
+    def decoder_io(targets, bos_id, eos_id, pad_id):
+        T = max(map(len, targets)) + 1
+        x = np.full((len(targets), T), pad_id)
+        y = np.full((len(targets), T), pad_id)
+        for b, t in enumerate(targets):
+            x[b, :len(t) + 1] = [bos_id, *t]
+            y[b, :len(t)] = t
+            if len(t) < T - 1:  # "the longest has no room for EOS"
+                y[b, len(t)] = eos_id
+        return x, y
+
+    result = checks.check(decoder_io)
+    assert result.status == "wrong" and result.mistakes == (), result.message
+
+
+def test_decoder_io_that_calls_notebook_11s_batch_arrays_is_not_credited():
+    from helpers.translation import batch_arrays
+
+    def decoder_io(targets, bos_id, eos_id, pad_id):
+        ended = [t + [eos_id] for t in targets]
+        return batch_arrays(ended, ended, range(len(ended)), bos_id, pad_id)[1:]
+
+    result = checks.check(decoder_io)
+    assert result.status == "not credited" and "batch_arrays" in result.message, result.message

@@ -580,6 +580,24 @@ def test_the_norm_study_sets_placement_and_type_apart():
             assert run["first"] is None or run["accuracy"][run["first"] // 50 - 1] >= 0.99
 
 
+def test_the_learning_rate_table_brackets_each_best_rate():
+    """record["sweep"] (train_modern.py's table 1, with the two outer rates --edges added): three
+    seeds per recipe and rate, the rates in order, and each recipe's best rate (the one tables 2
+    to 5 use) has the fewest median steps, more at the rates on both sides of it."""
+    from helpers.data import MODERN_MANIFEST, MODERN_RUNS, load_runs
+
+    record = load_runs(MODERN_RUNS, MODERN_MANIFEST)
+    rates = record["rates"]
+    assert rates == sorted(rates) and len(rates) == 6 and set(record["sweep"]) == {"2017", "today"}
+    for name, best in record["best_rate"].items():
+        sweep = record["sweep"][name]
+        assert list(sweep) == [str(r) for r in rates] and all(len(v) == 3 for v in sweep.values())
+        medians = [np.median([np.inf if s is None else s for s in sweep[str(r)]]) for r in rates]
+        i = rates.index(best)
+        assert 0 < i < len(rates) - 1
+        assert medians[i] == min(medians) < min(medians[i - 1], medians[i + 1]), name
+
+
 def test_the_modern_loader_refuses_a_changed_file(tmp_path):
     import shutil
 

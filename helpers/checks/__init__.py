@@ -53,9 +53,10 @@ The catalogue, one module per notebook (each exercise lists its mistakes):
 * ``positions`` 03: the sinusoidal table, embeddings plus positions, the rotation M_k, the
   offset between two rows
 * ``masks``     04: the causal and the padding mask, a softmax with fully blocked rows, a prefix-LM
-  mask
+  mask for a padded batch
 * ``blocks``    05: LayerNorm, the Post-LN block, telling Post-LN from Pre-LN
-* ``decoder``   06: the decoder block with cross-attention, greedy decoding, the parameter count
+* ``decoder``   06: the decoder block with cross-attention, greedy decoding, the parameter count,
+  the teacher-forced decoder input and labels of a padded batch
 * ``training``  07: softmax and LayerNorm backward, the warm-up schedule, Adam, a gradient check,
   RMSNorm backward
 * ``cost``      08: attention without the n x n matrix, and what it costs, with a causal mask

@@ -1,5 +1,6 @@
-"""Exercises of notebook 06: the decoder block with cross-attention, greedy decoding, and the
-parameter count of a configuration."""
+"""Exercises of notebook 06: the decoder block with cross-attention, greedy decoding, the
+parameter count of a configuration, and the teacher-forced decoder input and labels of a padded
+batch (a function the lesson does not show)."""
 
 import numpy as np
 
@@ -14,6 +15,7 @@ from helpers.transformer import (
     softmax,
     transformer_parameter_count,
 )
+from helpers.translation import batch_arrays
 
 _rng = np.random.default_rng(106)  # the cases are the same on every run and every machine
 
@@ -493,4 +495,126 @@ COUNT_PARAMETERS = Exercise(
     ),
 )
 
-EXERCISES = (DECODER_BLOCK, GREEDY_DECODE, COUNT_PARAMETERS)
+# ── 06.4 · the decoder's input and labels for teacher forcing ─────────────────────────────────
+
+
+def decoder_io(targets, bos_id, eos_id, pad_id):
+    """(decoder input, labels), each (B, T) with T = the longest target + 1: BOS + tokens and
+    tokens + EOS, padded at the end with pad_id, so that input position t predicts label t.
+    Notebook 11's batch_arrays builds them from targets that end with EOS; calling it is what
+    `check` does not credit here."""
+    ended = [[*tokens, eos_id] for tokens in targets]
+    _, decoder_input, labels = batch_arrays(ended, ended, range(len(ended)), bos_id, pad_id)
+    return decoder_input, labels
+
+
+def _rows(rows, width, fill, left=False):
+    """Lists of ids -> (B, width), filled with `fill` at the end (at the start if left); a row
+    longer than width is cut (a learner's list slicing, (row + [fill] * width)[:width])."""
+    return np.array([([fill] * (width - len(r)) + r) if left else (r + [fill] * width)[:width]
+                     for r in rows])
+
+
+def _io(input_row=lambda bos, t, eos: [bos, *t], label_row=lambda bos, t, eos: [*t, eos],
+        width=lambda longest: longest + 1, pad=lambda pad_id: pad_id, label_pad=None, left=False):
+    """decoder_io with one of its parts replaced (the mistakes' models)."""
+    def io(targets, bos_id, eos_id, pad_id):
+        T, fill = width(max(len(t) for t in targets)), pad(pad_id)
+        return (_rows([input_row(bos_id, list(t), eos_id) for t in targets], T, fill, left),
+                _rows([label_row(bos_id, list(t), eos_id) for t in targets], T,
+                      fill if label_pad is None else label_pad, left))
+    return io
+
+
+def _eos_in_input(targets, bos_id, eos_id, pad_id):
+    """BOS + tokens + EOS, padded to longest + 2, then cut into [:, :-1] and [:, 1:]."""
+    full = _rows([[bos_id, *t, eos_id] for t in targets], max(map(len, targets)) + 2, pad_id)
+    return full[:, :-1], full[:, 1:]
+
+
+def _eos_after_padding(targets, bos_id, eos_id, pad_id):
+    """The tokens padded first, then BOS put before and EOS after the padded rows."""
+    padded = _rows([list(t) for t in targets], max(map(len, targets)), pad_id)
+    column = np.ones((len(targets), 1), dtype=padded.dtype)
+    return (np.concatenate([bos_id * column, padded], axis=1),
+            np.concatenate([padded, eos_id * column], axis=1))
+
+
+def _io_case(label, targets, bos_id, eos_id, pad_id):
+    return Case(label, (targets, bos_id, eos_id, pad_id))
+
+
+_TEACHER = "06 §2 · The whole model"
+
+DECODER_IO = Exercise(
+    key="06.4", name="decoder_io", reference=decoder_io, see=_TEACHER,
+    outputs=("decoder_input", "labels"), rtol=0.0, atol=0.0,
+    cases=(
+        _io_case("targets [[5, 6, 7], [8]], bos 1, eos 2, pad 0 (by hand: decoder_input "
+                 "[[1, 5, 6, 7], [1, 8, 0, 0]], labels [[5, 6, 7, 2], [8, 2, 0, 0]])",
+                 [[5, 6, 7], [8]], 1, 2, 0),
+        _io_case("targets [[3, 4], [5, 6, 0, 1], [2]], bos 7, eos 8, pad 9 (the special ids "
+                 "at the end of the vocabulary; 0 is a real token here)",
+                 [[3, 4], [5, 6, 0, 1], [2]], 7, 8, 9),
+        _io_case("targets [[3, 4], [4, 3]], bos 1, eos 2, pad 0 (the same length: no padding)",
+                 [[3, 4], [4, 3]], 1, 2, 0),
+        _io_case("targets [[], [3, 4, 5]], bos 1, eos 2, pad 0 (an empty target: BOS predicts "
+                 "EOS)", [[], [3, 4, 5]], 1, 2, 0),
+        _io_case("targets [[6, 6, 6]], bos 1, eos 2, pad 0 (B = 1)", [[6, 6, 6]], 1, 2, 0),
+    ),
+    mistakes=(
+        Mistake("io-swapped",
+                "the two are swapped: the decoder reads BOS + tokens, and the labels are "
+                "tokens + EOS, the input shifted left by one", _TEACHER,
+                lambda *a: decoder_io(*a)[::-1]),
+        Mistake("io-labels-are-the-input",
+                "the labels are the decoder input itself (BOS + tokens, no shift): position t "
+                "would learn to repeat the token it reads; label t is the next token, "
+                "tokens + EOS", _TEACHER,
+                lambda *a: (decoder_io(*a)[0], decoder_io(*a)[0])),
+        Mistake("io-input-is-the-labels",
+                "the decoder input is the labels (tokens + EOS, no shift): position t reads the "
+                "very token it must predict; the input is BOS + tokens", _TEACHER,
+                lambda *a: (decoder_io(*a)[1], decoder_io(*a)[1])),
+        Mistake("io-eos-in-input",
+                "BOS + tokens + EOS was padded, then cut into [:, :-1] and [:, 1:]: a shorter "
+                "target's input then holds its EOS; EOS is only predicted, never read: the "
+                "input is BOS + tokens, then pad_id", _TEACHER, _eos_in_input),
+        Mistake("io-labels-no-eos",
+                "the labels have no EOS (tokens, then padding): the model never learns to stop; "
+                "the labels are tokens + EOS", _TEACHER,
+                _io(label_row=lambda bos, t, eos: t)),
+        Mistake("io-eos-after-padding",
+                "EOS is appended after the padded tokens, so a shorter target's EOS sits at the "
+                "end, behind its padding; it follows its last token: pad each row after its EOS",
+                _TEACHER, _eos_after_padding),
+        Mistake("io-eos-assumed-in-targets",
+                "the targets are taken to end with EOS already (input = BOS + tokens[:-1], "
+                "labels = tokens): here they come without it, so the last token is lost; "
+                "input = BOS + tokens, labels = tokens + EOS", _TEACHER,
+                _io(input_row=lambda bos, t, eos: [bos, *t[:-1]],
+                    label_row=lambda bos, t, eos: t, width=lambda longest: longest)),
+        Mistake("io-padded-left",
+                "the rows are padded on the left: a shorter target's BOS then sits at a later "
+                "position, and its padded queries see no key at all; pad at the end, after "
+                "the tokens", "04 §4 · A query with nothing to see: `-inf` or `-1e9`?",
+                _io(left=True)),
+        Mistake("io-pad-zero",
+                "the rows are padded with 0, not pad_id: where pad_id is another id, 0 is a "
+                "real token", _TEACHER, _io(pad=lambda pad_id: 0)),
+        Mistake("io-labels-padded-minus-100",
+                "the labels are padded with -100 (PyTorch's ignore_index), not pad_id: here "
+                "both are padded with pad_id, the id the loss is told to ignore",
+                "07 §6 · The loss, with label smoothing", _io(label_pad=-100)),
+        Mistake("io-one-too-short",
+                "T is the longest target's length, so the longest loses its last token from "
+                "the input and its EOS from the labels; BOS + tokens has one more: T = longest "
+                "+ 1", _TEACHER, _io(width=lambda longest: longest)),
+        Mistake("io-one-too-long",
+                "T is the longest target + 2 (for BOS and EOS); each of the two arrays adds "
+                "only one of them: T = longest + 1", _TEACHER,
+                _io(width=lambda longest: longest + 2)),
+    ),
+)
+
+EXERCISES = (DECODER_BLOCK, GREEDY_DECODE, COUNT_PARAMETERS, DECODER_IO)

@@ -1,6 +1,6 @@
 """Exercises of notebook 04: the causal and the padding mask, the two combined, and a masked
-softmax that gives a query with nothing to see zero weights, and a prefix-LM mask (a mask the
-lesson does not show, built from its comparisons)."""
+softmax that gives a query with nothing to see zero weights, and a prefix-LM mask for a padded
+batch (a mask the lesson does not show, built from its comparisons)."""
 
 import numpy as np
 
@@ -287,70 +287,113 @@ MASKED_SOFTMAX = Exercise(
     ),
 )
 
-# ── 04.5 · a prefix-LM mask ───────────────────────────────────────────────────────────────────
+# ── 04.5 · a prefix-LM mask for a padded batch ────────────────────────────────────────────────
 
 _CAUSAL = "04 §1 · The causal mask: no looking ahead"
+_PADDING = "04 §2 · The padding mask: ignore the filler"
+_ROWS = "04 §5 · Columns and rows: padded keys, padded queries"
 
 
-def _prefix_lm_mask(T, prefix_len):
-    """(T, T), True = blocked: key j is blocked for query i when it is in the future (j > i) and
-    after the prefix (j >= prefix_len); the prefix is seen by every query."""
-    i, j = _grid(T)
-    return (j > i) & (j >= prefix_len)
+def _batch_grid(prefix_lens, lengths, T):
+    """(query i, key j, prefix p, length n), broadcastable to (B, 1, T, T)."""
+    i, j = np.arange(T)[:, None], np.arange(T)[None, :]
+    p, n = (np.asarray(v)[:, None, None, None] for v in (prefix_lens, lengths))
+    return i, j, p, n
+
+
+def _prefix_lm_mask(prefix_lens, lengths, T):
+    """(B, 1, T, T), True = blocked: key j is blocked for query i when it is padding (j >=
+    lengths[b]), or in the future (j > i) and after the prefix (j >= prefix_lens[b]). A padded
+    query sees the real keys, as in 04.3."""
+    i, j, p, n = _batch_grid(prefix_lens, lengths, T)
+    return ((j > i) & (j >= p)) | (j >= n)
 
 
 def _prefix_where(blocked):
-    return lambda T, prefix_len: _causal_where(T, lambda i, j: blocked(i, j, prefix_len))
+    """The (B, 1, T, T) mask where blocked(i, j, p, n) holds (the mistakes' models)."""
+    def mask(prefix_lens, lengths, T):
+        i, j, p, n = _batch_grid(prefix_lens, lengths, T)
+        return np.broadcast_to(blocked(i, j, p, n), (len(lengths), 1, T, T))
+    return mask
+
+
+def _prefix_case(label, prefix_lens, lengths, T):
+    return Case(label, (np.array(prefix_lens), np.array(lengths), T))
 
 
 PREFIX_LM = Exercise(
     key="04.5", name="prefix_lm_mask", reference=_prefix_lm_mask, see=_CAUSAL,
     cases=(
-        Case("T = 4, prefix_len = 2 (by hand: [[F, F, T, T], [F, F, T, T], [F, F, F, T], "
-             "[F, F, F, F]])", (4, 2)),
-        Case("T = 5, prefix_len = 0 (no prefix: the causal mask)", (5, 0)),
-        Case("T = 3, prefix_len = 3 (all prefix: nothing blocked)", (3, 3)),
-        Case("T = 6, prefix_len = 3", (6, 3)),
-        Case("T = 6, prefix_len = 5", (6, 5)),
+        _prefix_case("prefix_lens = [2], lengths = [3], T = 4 (by hand: [[[[F, F, T, T], "
+                     "[F, F, T, T], [F, F, F, T], [F, F, F, T]]]])", [2], [3], 4),
+        _prefix_case("prefix_lens = [1, 3, 0], lengths = [4, 5, 2], T = 5 (a prefix and a "
+                     "length of its own for each sequence)", [1, 3, 0], [4, 5, 2], 5),
+        _prefix_case("prefix_lens = [0, 0], lengths = [3, 5], T = 5 (no prefix: 04.3's "
+                     "causal_padding_mask)", [0, 0], [3, 5], 5),
+        _prefix_case("prefix_lens = [3, 2], lengths = [3, 2], T = 4 (all prefix: only the "
+                     "padding is blocked)", [3, 2], [3, 2], 4),
+        _prefix_case("prefix_lens = [2, 4], lengths = [6, 4], T = 6", [2, 4], [6, 4], 6),
     ),
     mistakes=(
         Mistake("prefix-causal-everywhere",
-                "this is the causal mask: the prefix is not opened, so a query in the prefix "
-                "does not see the prefix keys after it", _CAUSAL,
-                lambda T, prefix_len: causal_mask(T)),
-        Mistake("prefix-nothing-blocked",
-                "nothing is blocked (bidirectional everywhere): only the prefix is read both "
-                "ways; a key after the prefix stays hidden from the queries before it", _CAUSAL,
-                lambda T, prefix_len: np.zeros((T, T), dtype=bool)),
+                "this is 04.3's causal_padding_mask: the prefix is not opened, so a query in the "
+                "prefix does not see the prefix keys after it", _CAUSAL,
+                _prefix_where(lambda i, j, p, n: (j > i) | (j >= n))),
+        Mistake("prefix-bidirectional-everywhere",
+                "only the padding is blocked (bidirectional everywhere): only the prefix is read "
+                "both ways; a key after the prefix stays hidden from the queries before it",
+                _CAUSAL, _prefix_where(lambda i, j, p, n: j >= n)),
         Mistake("prefix-queries-see-the-future",
-                "the prefix is opened by rows (its queries see every key), so a prefix query "
-                "sees the tokens after the prefix, the ones the model must predict; open the "
-                "prefix's keys (columns) instead",
-                "04 §5 · Columns and rows: padded keys, padded queries",
-                _prefix_where(lambda i, j, p: (j > i) & (i >= p))),
+                "the prefix is opened by rows (its queries see every real key), so a prefix "
+                "query sees the tokens after the prefix, the ones the model must predict; open "
+                "the prefix's keys (columns) instead", _ROWS,
+                _prefix_where(lambda i, j, p, n: ((j > i) & (i >= p)) | (j >= n))),
         Mistake("prefix-boundary-off-by-one",
-                "key prefix_len is opened too (j > prefix_len is blocked, not j >= "
+                "key prefix_lens[b] is opened too (j > prefix_len is blocked, not j >= "
                 "prefix_len): the prefix holds positions 0 .. prefix_len - 1", _CAUSAL,
-                _prefix_where(lambda i, j, p: (j > i) & (j > p))),
+                _prefix_where(lambda i, j, p, n: ((j > i) & (j > p)) | (j >= n))),
         Mistake("prefix-diagonal-shifted",
-                "the diagonal is moved by prefix_len (np.triu(..., k=prefix_len + 1)): every "
-                "query then sees prefix_len keys ahead of it, not the prefix; a key is blocked "
-                "when it is in the future and after the prefix", _CAUSAL,
-                _prefix_where(lambda i, j, p: j > i + p)),
+                "the diagonal is moved by the prefix length (np.triu(..., k=prefix_len + 1)): "
+                "every query then sees prefix_len keys ahead of it, not the prefix; a key is "
+                "blocked when it is in the future and after the prefix", _CAUSAL,
+                _prefix_where(lambda i, j, p, n: (j > i + p) | (j >= n))),
         Mistake("prefix-combined-with-or",
-                "the two conditions are combined with |: 'in the future' or 'after the prefix' "
-                "blocks a query's own past after the prefix; a key is blocked only if it is in "
-                "the future and after the prefix (&)",
-                "04 §2 · The padding mask: ignore the filler",
-                _prefix_where(lambda i, j, p: (j > i) | (j >= p))),
+                "'in the future' and 'after the prefix' are combined with |, which blocks a "
+                "query's own past after the prefix; a key is blocked only if it is in the future "
+                "and after the prefix (&), or padding", _PADDING,
+                _prefix_where(lambda i, j, p, n: (j > i) | (j >= p) | (j >= n))),
+        Mistake("prefix-one-prefix-for-the-batch",
+                "every sequence gets the first sequence's prefix (prefix_lens[0]); each sequence "
+                "b has its own, prefix_lens[b]", _PADDING,
+                lambda prefix_lens, lengths, T: _prefix_lm_mask(
+                    np.full(len(lengths), prefix_lens[0]), lengths, T)),
+        Mistake("prefix-lengths-and-prefixes-swapped",
+                "prefix_lens and lengths are swapped: the keys after prefix_lens[b] are blocked "
+                "as padding and the prefix runs to lengths[b]; the call is prefix_lm_mask("
+                "prefix_lens, lengths, T)", _PADDING,
+                lambda prefix_lens, lengths, T: _prefix_lm_mask(lengths, prefix_lens, T)),
+        Mistake("prefix-padding-not-blocked",
+                "the padding keys are not blocked: a padded query sees the padding keys up to "
+                "itself; never let a query see a key j >= lengths[b]", _PADDING,
+                _prefix_where(lambda i, j, p, n: (j > i) & (j >= p))),
+        Mistake("prefix-padding-on-queries",
+                "the padding blocks the padded queries (rows), which then see nothing; block the "
+                "padded keys (columns): a padded query still sees the real keys, as in 04.3",
+                _ROWS,
+                _prefix_where(lambda i, j, p, n: ((j > i) & (j >= p)) | (i >= n))),
+        Mistake("prefix-no-head-axis",
+                "the mask has shape (B, T, T): against scores (B, h, T, T) its batch axis lines "
+                "up with the heads; it must be (B, 1, T, T)", _PADDING,
+                lambda prefix_lens, lengths, T: _prefix_lm_mask(prefix_lens, lengths, T)[:, 0]),
         Mistake("prefix-inverted",
                 "the mask is True where a key is visible (a keep-mask); in this series "
                 "True = blocked", "04 §7 · Other encodings",
-                lambda T, prefix_len: ~_prefix_lm_mask(T, prefix_len)),
+                lambda prefix_lens, lengths, T: ~_prefix_lm_mask(prefix_lens, lengths, T)),
         Mistake("prefix-not-boolean",
                 "the mask holds numbers 0 and 1, not booleans: np.where(mask, ...) and ~mask "
                 "need a boolean array (dtype=bool)", _CAUSAL,
-                lambda T, prefix_len: _prefix_lm_mask(T, prefix_len).astype(float)),
+                lambda prefix_lens, lengths, T: _prefix_lm_mask(prefix_lens, lengths,
+                                                                T).astype(float)),
     ),
 )
 

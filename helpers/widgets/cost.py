@@ -75,7 +75,7 @@ def cost_explorer(seed: int = 0, repeats: int = 2) -> Explorer:
     def status(result, values):
         b, ms = result["bytes"], result["ms"]
         return [
-            ("one score array (plain keeps ~3, section 4)",
+            ("one score array (plain keeps ~3, section 2)",
              f"{b['plain'] / 1e6:.3g} MB plain, {b['online'] / 1e6:.3g} MB online "
              f"({b['plain'] / b['online']:.0f}x less)"),
             ("operations", f"{result['flops'] / 1e6:.0f} MFLOP each"),
