@@ -346,49 +346,6 @@ class FeedForward(Module):
         return hidden @ self.W_2 + self.b_2  # (..., T, d_model)
 
 
-class DropoutCache(NamedTuple):
-    """What Dropout.forward keeps for backward: the kept entries, or None if none was dropped."""
-
-    keep: np.ndarray | None
-
-
-class Dropout(Module):
-    """Inverted dropout (paper §5.4): a training device, the identity until training turns it on.
-
-    In training mode (`rng` is a np.random.Generator, set by set_training) forward zeroes each
-    entry with probability p and divides the survivors by 1 - p, so the expected value is
-    unchanged; in evaluation mode (rng None, the default) it returns x itself. The cache holds
-    the kept entries (None: this forward dropped nothing) for the backward pass (notebook 07).
-    """
-
-    def __init__(self, p=0.0, *, name="p"):
-        if isinstance(p, bool) or not isinstance(p, (int, float, np.floating)) or not 0 <= p < 1:
-            raise ValueError(f"{name} (the dropout probability) must lie in [0, 1), "
-                             f"got {name}={p!r}")
-        self.p = float(p)
-        self.rng = None  # None: evaluation (identity); a Generator: training
-
-    def forward(self, x):
-        if self.rng is None or self.p == 0.0:
-            self.cache = DropoutCache(None)
-            return x
-        keep = self.rng.random(np.shape(x)) >= self.p  # True = kept
-        self.cache = DropoutCache(keep)  # kept for backward (notebook 07)
-        return x * keep / (1.0 - self.p)  # a Python float: float32 stays float32
-
-
-def set_training(module, rng):
-    """Training mode for every Dropout inside `module` (a block, a stack, a Transformer): rng, a
-    np.random.Generator, draws their masks; rng=None is evaluation mode (dropout is the identity).
-    """
-    if rng is not None and not isinstance(rng, np.random.Generator):
-        raise ValueError(f"rng must be a np.random.Generator (training) or None (evaluation), "
-                         f"got {type(rng).__name__}")
-    for layer in module.modules():
-        if isinstance(layer, Dropout):
-            layer.rng = rng
-
-
 def residual(x, sublayer, norm, dropout, norm_first, stages=None):
     """One sub-layer with its residual connection and LayerNorm: the wiring of every block.
 
@@ -445,6 +402,49 @@ class EncoderBlock(Module):
         x = residual(x, lambda h: self.self_attn.forward(h, h, h, mask, kv_cache), self.norm1,
                      self.dropout1, self.norm_first, stages)  # (..., T, d_model)
         return residual(x, self.ffn.forward, self.norm2, self.dropout2, self.norm_first, stages)
+
+
+class DropoutCache(NamedTuple):
+    """What Dropout.forward keeps for backward: the kept entries, or None if none was dropped."""
+
+    keep: np.ndarray | None
+
+
+class Dropout(Module):
+    """Inverted dropout (paper §5.4): a training device, the identity until training turns it on.
+
+    In training mode (`rng` is a np.random.Generator, set by set_training) forward zeroes each
+    entry with probability p and divides the survivors by 1 - p, so the expected value is
+    unchanged; in evaluation mode (rng None, the default) it returns x itself. The cache holds
+    the kept entries (None: this forward dropped nothing) for the backward pass (notebook 07).
+    """
+
+    def __init__(self, p=0.0, *, name="p"):
+        if isinstance(p, bool) or not isinstance(p, (int, float, np.floating)) or not 0 <= p < 1:
+            raise ValueError(f"{name} (the dropout probability) must lie in [0, 1), "
+                             f"got {name}={p!r}")
+        self.p = float(p)
+        self.rng = None  # None: evaluation (identity); a Generator: training
+
+    def forward(self, x):
+        if self.rng is None or self.p == 0.0:
+            self.cache = DropoutCache(None)
+            return x
+        keep = self.rng.random(np.shape(x)) >= self.p  # True = kept
+        self.cache = DropoutCache(keep)  # kept for backward (notebook 07)
+        return x * keep / (1.0 - self.p)  # a Python float: float32 stays float32
+
+
+def set_training(module, rng):
+    """Training mode for every Dropout inside `module` (a block, a stack, a Transformer): rng, a
+    np.random.Generator, draws their masks; rng=None is evaluation mode (dropout is the identity).
+    """
+    if rng is not None and not isinstance(rng, np.random.Generator):
+        raise ValueError(f"rng must be a np.random.Generator (training) or None (evaluation), "
+                         f"got {type(rng).__name__}")
+    for layer in module.modules():
+        if isinstance(layer, Dropout):
+            layer.rng = rng
 
 
 class Stack(Module):

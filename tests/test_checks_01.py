@@ -114,6 +114,11 @@ def attention_values_are_keys(Q, K, V, mask=None):
     return weights @ K, weights
 
 
+def attention_returns_weights_first(Q, K, V, mask=None):
+    output, weights = _attention(Q, K, V, mask)
+    return weights, output  # "the weights, then what they make"
+
+
 def mask_after_softmax(Q, K, V, mask=None):
     _, weights = _attention(Q, K, V)
     if mask is not None:
@@ -288,6 +293,7 @@ WRONG = {
     "attention-softmax-over-queries": attention_softmax_over_queries,
     "attention-k-transposed": attention_k_t,
     "attention-values-are-keys": attention_values_are_keys,
+    "attention-returns-weights-first": attention_returns_weights_first,
     "mask-after-softmax": mask_after_softmax,
     "mask-inverted": mask_inverted,
     "mask-multiplies-scores": mask_multiplies_scores,

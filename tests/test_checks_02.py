@@ -178,10 +178,17 @@ def head_too_soft(d_model):
     return W_q, np.identity(d_model)
 
 
+def head_too_soft_at_32(d_model):
+    W_q = np.zeros((d_model, d_model))
+    for t in range(1, d_model):
+        W_q[t, t - 1] = 20.0  # tried on d_model = 8 and 16: sharp there; 0.53 at T = 32
+    return W_q, np.identity(d_model)
+
+
 WRONG = {
     "head-next-token": head_next_token,
     "head-looks-at-itself": head_looks_at_itself,
-    "head-too-soft": head_too_soft,
+    "head-too-soft": head_too_soft_at_32,
     "split-reshape-without-transpose": split_reshape_without_transpose,
     "split-swaps-last-two-axes": split_swaps_last_two_axes,
     "split-fixed-axes": split_fixed_axes,
@@ -249,16 +256,13 @@ def test_the_previous_token_hand_case_and_what_a_head_returning_wrong_shapes_is_
     case = ex.cases[0]
     assert "d_model = 3, T = 3" in case.label and "-> [0, 1]" in case.label
     looked = case.probe(ex.reference, *case.args)
-    assert list(looked.values()) == [[0, 1], True]
+    assert list(looked.values()) == [[0, 1]]
     # the task's worked example, W_q = W_k = I on 3 positions: query 2 puts
     # e^(1/√3) / (e^(1/√3) + 2) = 0.47 on itself
     w = np.exp(1 / np.sqrt(3)) / (np.exp(1 / np.sqrt(3)) + 2)
     assert round(float(w), 2) == 0.47
     identity = case.probe(lambda d: (np.eye(d), np.eye(d)), 3)
-    assert list(identity.values()) == [[1, 2], False]
-    for case in ex.cases:  # the reference is sharp everywhere, the too-soft head nowhere
-        assert list(case.probe(ex.reference, *case.args).values())[1] is True
-        assert list(case.probe(head_too_soft, *case.args).values())[1] is False
+    assert list(identity.values()) == [[1, 2]]
 
     def previous_token_head(d_model):  # the keys shifted the other way: also right
         return np.eye(d_model) * 40, np.eye(d_model, k=1)
@@ -270,3 +274,23 @@ def test_the_previous_token_hand_case_and_what_a_head_returning_wrong_shapes_is_
 
     result = checks.check(previous_token_head)
     assert result.status == "wrong" and "not a pair (W_q, W_k) of arrays" in result.message
+
+
+def test_a_head_too_soft_at_one_size_only_is_named_too_soft():
+    ex = checks.exercise("02.4")
+    sizes = ex.cases[-1].args[0]  # the last case judges the weight at the sizes of the others
+    assert [(c.args[0], len(next(iter(c.probe(ex.reference, *c.args).values()))) + 1)
+            for c in ex.cases[:-1]] == list(sizes)
+    w = np.exp(20 / np.sqrt(32))  # head_too_soft_at_32 at T = 32: e^(20/√32) / (... + 31)
+    assert round(float(w / (w + 31)), 2) == 0.53
+    for d_model, T in sizes[:-1]:  # sharp at every other size
+        assert np.exp(20 / np.sqrt(d_model)) >= 9 * (T - 1)
+
+    def previous_token_head(d_model):  # the other way round: soft at T = 3, sharp at T = 32
+        return d_model * np.eye(d_model, k=-1), np.eye(d_model)  # score √d_model
+
+    for head in (head_too_soft_at_32, head_too_soft, previous_token_head):
+        result = checks.check(head, "02.4")
+        assert result.mistakes == ("head-too-soft",), result.message
+        assert "  got      result (the entries that differ): {'the smallest weight on key t - 1'" \
+               ": 'under 0.9'}\n" in result.message, result.message

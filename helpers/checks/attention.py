@@ -185,6 +185,11 @@ SDPA = Exercise(
                 "01 §1 · Queries, keys and values",
                 lambda Q, K, V, mask=None: (
                     lambda o, w: (w @ K, w))(*scaled_dot_product_attention(Q, K, V, mask))),
+        Mistake("attention-returns-weights-first",
+                "the two results come back in the other order, (weights, output); return "
+                "(output, weights), the output first",
+                "01 §6 · Attention in six lines",
+                lambda Q, K, V, mask=None: scaled_dot_product_attention(Q, K, V, mask)[::-1]),
         Mistake("mask-after-softmax",
                 "the mask is applied after the softmax (blocked weights set to 0), so the "
                 "remaining weights no longer sum to 1",

@@ -228,28 +228,48 @@ def previous_token_head(d_model):
 
 
 _SHARP = 0.9  # the weight each query t >= 1 must put on key t - 1
+_SIZES = ((3, 3), (8, 8), (16, 5), (16, 16), (32, 32))  # (d_model, T) of the cases
 _LOOKS = "the key each query 1 .. T-1 puts its largest weight on"
-_ENOUGH = f"each of them puts at least {_SHARP} of its weight on key t - 1"
+_ENOUGH = "the smallest weight on key t - 1"
+
+
+def _weights(fn, d_model, T):
+    """The (T, T) weights of the head fn(d_model) returns, run on T one-hot positions (no mask),
+    or a dict saying what is wrong with what it returned."""
+    returned = fn(d_model)
+    try:
+        W_q, W_k = (np.asarray(w, dtype=float) for w in returned)
+    except Exception:
+        return {"returned": "not a pair (W_q, W_k) of arrays"}
+    if W_q.ndim != 2 or W_q.shape[0] != d_model or W_k.shape != W_q.shape:
+        return {"the shapes of W_q and W_k": f"{W_q.shape} and {W_k.shape}, not "
+                f"({d_model}, d_k) each"}
+    X = np.eye(T, d_model)  # (T, d_model): token t is position feature t
+    return softmax((X @ W_q) @ (X @ W_k).T / np.sqrt(W_q.shape[1]))
 
 
 def _head_on_positions(T):
-    """A probe: run the returned W_q, W_k as one head on T one-hot positions (no mask) and say
-    where each query t >= 1 looks, and whether it puts at least _SHARP of its weight there."""
+    """A probe: where each query t >= 1 of the head looks most, on T one-hot positions."""
     def probe(fn, d_model):
-        returned = fn(d_model)
-        try:
-            W_q, W_k = (np.asarray(w, dtype=float) for w in returned)
-        except Exception:
-            return {"returned": "not a pair (W_q, W_k) of arrays"}
-        if W_q.ndim != 2 or W_q.shape[0] != d_model or W_k.shape != W_q.shape:
-            return {"the shapes of W_q and W_k": f"{W_q.shape} and {W_k.shape}, not "
-                    f"({d_model}, d_k) each"}
-        X = np.eye(T, d_model)  # (T, d_model): token t is position feature t
-        weights = softmax((X @ W_q) @ (X @ W_k).T / np.sqrt(W_q.shape[1]))  # (T, T)
-        rows = np.arange(1, T)
-        return {_LOOKS: [int(k) for k in weights[rows].argmax(axis=-1)],
-                _ENOUGH: bool(np.all(weights[rows, rows - 1] >= _SHARP))}
+        weights = _weights(fn, d_model, T)
+        if isinstance(weights, dict):
+            return weights
+        return {_LOOKS: [int(k) for k in weights[1:].argmax(axis=-1)]}
     return probe
+
+
+def _sharp_at_every_size(fn, sizes):
+    """A probe: whether every query t >= 1, at every size, puts at least _SHARP of its weight on
+    key t - 1. One answer for all sizes, so that a head too soft at T = 32 only and one too soft
+    everywhere both match head-too-soft (where it looks is the other cases' business)."""
+    smallest = 1.0
+    for d_model, T in sizes:
+        weights = _weights(fn, d_model, T)
+        if isinstance(weights, dict):
+            return weights
+        rows = np.arange(1, T)
+        smallest = min(smallest, float(weights[rows, rows - 1].min()))
+    return {_ENOUGH: f"at least {_SHARP}" if smallest >= _SHARP else f"under {_SHARP}"}
 
 
 def _head_case(label, d_model, T):
@@ -262,11 +282,14 @@ PREVIOUS_TOKEN_HEAD = Exercise(
     key="02.4", name="previous_token_head", reference=previous_token_head, see=_HEADS,
     cases=(
         _head_case("by hand: d_model = 3, T = 3 one-hot positions: query 1 looks most at key 0, "
-                   f"query 2 at key 1 -> [0, 1], each with at least {_SHARP} of its weight", 3, 3),
+                   "query 2 at key 1 -> [0, 1]", 3, 3),
         _head_case("d_model = 8, T = 8", 8, 8),
         _head_case("d_model = 16, T = 5 (fewer tokens than position features)", 16, 5),
         _head_case("d_model = 16, T = 16", 16, 16),
-        _head_case("d_model = 32, T = 32: 31 other keys share what is left", 32, 32),
+        _head_case("d_model = 32, T = 32", 32, 32),
+        Case(f"the five sizes above: every query t >= 1 must put at least {_SHARP} of its weight "
+             "on key t - 1 (at T = 32, 31 other keys share what is left)", (_SIZES,),
+             probe=_sharp_at_every_size),
     ),
     mistakes=(
         Mistake("head-next-token",
@@ -281,9 +304,10 @@ PREVIOUS_TOKEN_HEAD = Exercise(
                 _HEADS,
                 lambda d: (10 * np.sqrt(d) * np.eye(d), np.eye(d))),
         Mistake("head-too-soft",
-                "each query looks most at t - 1, but with less than 0.9 of its weight: after "
-                "the division by √d_k that score beats the others by too little; scale W_q (or "
-                "W_k) up until e^score outweighs the T - 1 other keys",
+                f"each query looks most at t - 1, but at one size at least puts less than "
+                f"{_SHARP} of its weight there: after the division by √d_k, the score of key "
+                "t - 1 beats the T - 1 others by too little; scale W_q (or W_k) up until "
+                "e^score >= 9·(T - 1) at every size, T = 32 included",
                 "01 §4 · Why divide by √d_k",
                 lambda d: (np.eye(d, k=-1), np.eye(d))),
     ),
