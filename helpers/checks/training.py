@@ -158,7 +158,7 @@ LAYER_NORM_BACKWARD = Exercise(
 
 # ── 07.3 · the warm-up schedule ───────────────────────────────────────────────────────────────
 
-_LR = "07 §9 · Adam, the warm-up schedule, and two additions"
+_LR = "07 §8 · Adam, the warm-up schedule, and two additions"
 
 
 def _lrate(step, d_model, warmup):  # the library's, with the exercise's signature (no factor)
@@ -206,7 +206,7 @@ LRATE = Exercise(
 
 # ── 07.4 · one Adam step ──────────────────────────────────────────────────────────────────────
 
-_ADAM = "07 §9 · Adam, the warm-up schedule, and two additions"
+_ADAM = "07 §8 · Adam, the warm-up schedule, and two additions"
 
 
 def _adam_step(p, g, m, v, t, lr, beta1=0.9, beta2=0.98, eps=1e-9):
