@@ -35,7 +35,7 @@ def sample_sequences(rng, n, *, max_len=MAX_LEN, exclude=None):
     """n random digit sequences of lengths 1..max_len, right-padded: (src (n, max_len), lengths).
 
     Digit d is token FIRST_DIGIT + d (0, 1, 2 are PAD, BOS, EOS). A sequence whose bytes are in
-    the set `exclude` (the held-out test sequences) is drawn again.
+    the set `exclude` (the held-out sequences) is drawn again.
     """
     lengths = rng.integers(1, max_len + 1, size=n)
     src = rng.integers(FIRST_DIGIT, FIRST_DIGIT + DIGITS, size=(n, max_len))
@@ -70,15 +70,16 @@ def make_targets(src, lengths, task="reverse"):
     return tgt_in, tgt_out
 
 
-def reverse_task(n_val=1000, n_test=1000, seed=2017):
-    """Two held-out sets: "val" (n_val sequences, to watch training and choose the recipe) and
-    "test" (n_test sequences, evaluated once at the end), each a dict of src, lengths, tgt_out;
-    and "exclude", the bytes of every sequence of length >= 4 in either set, which training never
-    draws. No test sequence of length >= 4 is in the validation set. Lengths 1-3 have only 10, 100
-    and 1,000 possible sequences: those are in both sets and in training."""
+def reverse_task(n_val=1000, n_val2=1000, seed=2017):
+    """Two held-out sets: "val" (n_val sequences, watched during training: it chose the recipe)
+    and "val2", validation 2 (n_val2 sequences, evaluated once per run, but its accuracy was seen
+    while the recipe was tuned, so it is no test set), each a dict of src, lengths, tgt_out; and
+    "exclude", the bytes of every sequence of length >= 4 in either set, which training never
+    draws. No sequence of length >= 4 is in both sets. Lengths 1-3 have only 10, 100 and 1,000
+    possible sequences: those are in both sets and in training."""
     rng = np.random.default_rng(seed)
     sets = {}
-    for name, n in (("val", n_val), ("test", n_test)):
+    for name, n in (("val", n_val), ("val2", n_val2)):
         seen = {row.tobytes() for s in sets.values() for row, k in zip(s["src"], s["lengths"])
                 if k >= 4}
         src, lengths = sample_sequences(rng, n, exclude=seen)
@@ -123,7 +124,7 @@ def train_reverse(seed, *, norm_first=False, warmup=100, factor=0.5, ramp=True, 
     last model; validation exact match, history["accuracy"], is measured every `eval_every`
     steps (None: never), and with `patience` the run stops early after that many evaluations in
     a row at 100%. ramp=False holds the peak rate from step 1 (no warm-up), then the same decay.
-    The test set is not touched. Returns (model, history, task). The same seed gives the same
+    Validation 2 is not touched. Returns (model, history, task). The same seed gives the same
     model, bit for bit, with the same NumPy and BLAS build (another CPU or BLAS build rounds
     differently, and training amplifies the difference)."""
     if schedule not in ("linear", "paper"):

@@ -28,6 +28,8 @@ _SPLIT = [  # sacrebleu's 13a tokenizer (mteval-v13a, the one WMT's BLEU uses), 
     (re.compile(r"([\.,])([^0-9])"), r" \1 \2"),  # . and , unless before a digit
     (re.compile(r"([0-9])(-)"), r"\1 \2 "),  # - after a digit
 ]
+_SPACED = str.maketrans(  # the first rule as a table for str.translate (the same, and faster):
+    {c: f" {c} " for c in map(chr, range(128)) if _SPLIT[0][0].fullmatch(c)})  # ASCII only
 
 
 def words(sentence):
@@ -38,8 +40,8 @@ def words(sentence):
     line = sentence.replace("<skipped>", "").replace("-\n", "").replace("\n", " ")
     for entity, char in (("&quot;", '"'), ("&amp;", "&"), ("&lt;", "<"), ("&gt;", ">")):
         line = line.replace(entity, char)
-    line = f" {line} "
-    for pattern, replacement in _SPLIT:
+    line = f" {line} ".translate(_SPACED)  # the first rule
+    for pattern, replacement in _SPLIT[1:]:
         line = pattern.sub(replacement, line)
     return line.split()
 

@@ -410,6 +410,83 @@ def rms_backward_d_gamma_summed_over_axis_0(d_out, x, gamma, eps=1e-5):
     return d_x, (d_out * x_hat).sum(axis=0)  # "sum over the positions"
 
 
+# ── 07.7 · label-smoothed cross-entropy ───────────────────────────────────────────────────────
+
+
+def _log_p(x):  # a right log-softmax, spelled with np.logaddexp
+    return x - np.logaddexp.reduce(x, axis=-1, keepdims=True)
+
+
+def _one_hot(targets, n):
+    return (np.arange(n) == np.asarray(targets)[..., None]).astype(float)
+
+
+def smoothed_ce_log_of_softmax(logits, targets, epsilon, ignore_id):
+    from helpers.transformer import softmax
+
+    log_p = np.log(softmax(logits))  # "log of the probabilities"
+    n = logits.shape[-1]
+    q = (1 - epsilon) * _one_hot(targets, n) + epsilon / n
+    keep = targets != ignore_id
+    return float(-(q * log_p).sum(-1)[keep].mean())
+
+
+def smoothed_ce_no_max_shift(logits, targets, epsilon, ignore_id):
+    log_p = logits - np.log(np.sum(np.exp(logits), axis=-1, keepdims=True))
+    n = logits.shape[-1]
+    q = (1 - epsilon) * _one_hot(targets, n) + epsilon / n
+    keep = targets != ignore_id
+    return float(np.sum(-(q * log_p).sum(-1) * keep) / np.sum(keep))
+
+
+def smoothed_ce_spread_over_other_tokens(logits, targets, epsilon, ignore_id):
+    n = logits.shape[-1]
+    hot = _one_hot(targets, n)
+    q = (1 - epsilon) * hot + epsilon / (n - 1) * (1 - hot)  # "the rest share epsilon"
+    keep = targets != ignore_id
+    return float(-(q * _log_p(logits)).sum(-1)[keep].mean())
+
+
+def smoothed_ce_target_overwritten(logits, targets, epsilon, ignore_id):
+    n = logits.shape[-1]
+    q = np.full(logits.shape, epsilon / n)
+    rows = list(np.ndindex(targets.shape))
+    for r in rows:
+        q[r][targets[r]] = 1 - epsilon  # = where += was meant
+    keep = targets != ignore_id
+    return float(-(q * _log_p(logits)).sum(-1)[keep].mean())
+
+
+def smoothed_ce_target_only(logits, targets, epsilon, ignore_id):
+    log_p_target = np.take_along_axis(_log_p(logits), targets[..., None], axis=-1)[..., 0]
+    keep = targets != ignore_id
+    return float(np.mean(-(1 - epsilon) * log_p_target[keep]))  # "smooth the target's weight"
+
+
+def smoothed_ce_no_smoothing(logits, targets, epsilon, ignore_id):
+    log_p_target = np.take_along_axis(_log_p(logits), targets[..., None], axis=-1)[..., 0]
+    return float(-log_p_target[targets != ignore_id].mean())
+
+
+def smoothed_ce_ignored_rows_counted(logits, targets, epsilon, ignore_id):
+    n = logits.shape[-1]
+    q = (1 - epsilon) * _one_hot(targets, n) + epsilon / n
+    return float(-(q * _log_p(logits)).sum(-1).mean())  # ignore_id never read
+
+
+def smoothed_ce_mean_over_all_rows(logits, targets, epsilon, ignore_id):
+    n = logits.shape[-1]
+    q = (1 - epsilon) * _one_hot(targets, n) + epsilon / n
+    per_position = -(q * _log_p(logits)).sum(-1)
+    return float(np.where(targets == ignore_id, 0.0, per_position).mean())  # zeros still counted
+
+
+def smoothed_ce_sum_not_mean(logits, targets, epsilon, ignore_id):
+    n = logits.shape[-1]
+    q = (1 - epsilon) * _one_hot(targets, n) + epsilon / n
+    return float(-(q * _log_p(logits)).sum(-1)[targets != ignore_id].sum())
+
+
 WRONG = {
     "softmax-backward-no-correction-term": softmax_backward_no_correction_term,
     "softmax-backward-diagonal-only": softmax_backward_diagonal_only,
@@ -465,6 +542,15 @@ WRONG = {
     "rms-backward-x-not-x_hat-in-correction": rms_backward_x_not_x_hat_in_correction,
     "rms-backward-d_gamma-from-x": rms_backward_d_gamma_from_x,
     "rms-backward-d_gamma-summed-over-axis-0": rms_backward_d_gamma_summed_over_axis_0,
+    "smoothed-ce-log-of-softmax": smoothed_ce_log_of_softmax,
+    "smoothed-ce-no-max-shift": smoothed_ce_no_max_shift,
+    "smoothed-ce-spread-over-other-tokens": smoothed_ce_spread_over_other_tokens,
+    "smoothed-ce-target-overwritten": smoothed_ce_target_overwritten,
+    "smoothed-ce-target-only": smoothed_ce_target_only,
+    "smoothed-ce-no-smoothing": smoothed_ce_no_smoothing,
+    "smoothed-ce-ignored-rows-counted": smoothed_ce_ignored_rows_counted,
+    "smoothed-ce-mean-over-all-rows": smoothed_ce_mean_over_all_rows,
+    "smoothed-ce-sum-not-mean": smoothed_ce_sum_not_mean,
 }
 
 
@@ -583,3 +669,59 @@ def test_the_rms_norm_reference_is_the_gradient_of_rms_norm():
     _, errors = gradient_check(lambda: float(np.sum(G * norm.forward(x))),
                                {"x": x, "gamma": norm.gamma}, {"x": d_x, "gamma": d_gamma})
     assert max(errors.values()) < 1e-7, errors
+
+
+def test_the_smoothed_cross_entropy_cases_say_what_they_give():
+    ex = checks.CATALOGUE["07.7"]
+    values = [ex.reference(*case.args) for case in ex.cases]
+    assert abs(values[0] - 1.2 * np.log(2)) < 1e-12 and "1.2 ln 2 ≈ 0.8318" in ex.cases[0].label
+    assert all(np.isfinite(values))  # -1000 and +1000 logits: finite
+    logits, targets = ex.cases[1].args[:2]
+    assert (logits == -1000).sum() == 3 and (targets == 0).sum() == 1  # confident, one padded
+    with np.errstate(all="ignore"):  # where the naive forms break: one case each
+        assert np.isinf(smoothed_ce_log_of_softmax(*ex.cases[1].args))
+        assert np.isfinite(smoothed_ce_log_of_softmax(*ex.cases[2].args))
+        assert not np.isfinite(smoothed_ce_no_max_shift(*ex.cases[2].args))
+        assert np.isfinite(smoothed_ce_no_max_shift(*ex.cases[1].args))
+
+
+def test_a_right_smoothed_cross_entropy_written_row_by_row_passes():
+    def label_smoothed_cross_entropy(logits, targets, epsilon, ignore_id):
+        losses = []
+        for r in np.ndindex(targets.shape):
+            if targets[r] == ignore_id:
+                continue
+            log_p = _log_p(logits[r])  # (1 - eps) on the target, eps spread evenly over all
+            losses.append(-(1 - epsilon) * log_p[targets[r]] - epsilon * log_p.mean())
+        return sum(losses) / len(losses)
+
+    assert checks.check(label_smoothed_cross_entropy), \
+        checks.check(label_smoothed_cross_entropy).message
+
+
+def test_a_smoothed_cross_entropy_averaged_over_the_vocabulary_is_wrong_and_not_named():
+    def label_smoothed_cross_entropy(logits, targets, epsilon, ignore_id):
+        n = logits.shape[-1]
+        q = (1 - epsilon) * _one_hot(targets, n) + epsilon / n
+        per_position = -(q * _log_p(logits)).mean(-1)  # mean over the tokens, not the sum
+        return float(per_position[targets != ignore_id].mean())
+
+    result = checks.check(label_smoothed_cross_entropy)
+    assert result.status == "wrong" and result.mistakes == (), result.message
+
+
+def test_the_other_smoothing_convention_is_named_kindly():
+    result = checks.check(smoothed_ce_spread_over_other_tokens, "07.7")
+    assert result.mistakes == ("smoothed-ce-spread-over-other-tokens",)
+    assert "another common convention" in result.message and "not a slip" in result.message
+    adam = checks.check(adam_efficient_form, "07.4")
+    assert "another convention, not a slip" in adam.message, adam.message
+
+
+def test_the_library_cross_entropy_is_not_credited():
+    from helpers.training import cross_entropy
+
+    def label_smoothed_cross_entropy(logits, targets, epsilon, ignore_id):
+        return cross_entropy(logits, targets, label_smoothing=epsilon, ignore_id=ignore_id)[0]
+
+    assert checks.check(label_smoothed_cross_entropy).status == "not credited"

@@ -14,74 +14,86 @@ from helpers.transformer import scaled_dot_product_attention
 # ── 08.1 · attention_flops ────────────────────────────────────────────────────────────────────
 
 
-def _layer_macs(B, n, d_model, h, *, projections=4, products=2, score_n=None):
+def _layer_macs(B, n, d_model, h, d_k, *, projections=4, products=2, score_n=None):
     """Multiply-adds of one layer, term by term as a learner would list them."""
-    d_k = d_model // h
-    proj = projections * (B * n * d_model * d_model)  # x @ W: (B n, d) by (d, d)
+    proj = projections * (B * n * d_model * h * d_k)  # x @ W: (B n, d_model) by (d_model, h d_k)
     scores = B * h * n * (n if score_n is None else score_n) * d_k  # h heads of width d_k
     return proj + products * scores
 
 
-def flops_counts_multiply_adds(B, n, d_model, h):
-    return _layer_macs(B, n, d_model, h)  # forgot the factor 2
+def flops_counts_multiply_adds(B, n, d_model, h, d_k):
+    return _layer_macs(B, n, d_model, h, d_k)  # forgot the factor 2
 
 
-def flops_no_projections(B, n, d_model, h):
-    return 2 * _layer_macs(B, n, d_model, h, projections=0)
+def flops_no_projections(B, n, d_model, h, d_k):
+    return 2 * _layer_macs(B, n, d_model, h, d_k, projections=0)
 
 
-def flops_three_projections(B, n, d_model, h):
-    q = k = v = 2 * B * n * d_model * d_model  # W^Q, W^K, W^V ... and W^O forgotten
-    return q + k + v + 2 * 2 * B * n * n * d_model
+def flops_three_projections(B, n, d_model, h, d_k):
+    q = k = v = 2 * B * n * d_model * (h * d_k)  # W^Q, W^K, W^V ... and W^O forgotten
+    return q + k + v + 2 * 2 * B * n * n * d_k * h
 
 
-def flops_one_n_by_n_product(B, n, d_model, h):
-    return 2 * _layer_macs(B, n, d_model, h, products=1)
+def flops_one_n_by_n_product(B, n, d_model, h, d_k):
+    return 2 * _layer_macs(B, n, d_model, h, d_k, products=1)
 
 
-def flops_n_not_n_squared(B, n, d_model, h):
-    return 2 * _layer_macs(B, n, d_model, h, score_n=1)
+def flops_n_not_n_squared(B, n, d_model, h, d_k):
+    return 2 * _layer_macs(B, n, d_model, h, d_k, score_n=1)
 
 
-def flops_n_and_d_swapped(B, n, d_model, h):
-    return 2 * (4 * B * d_model * n * n + 2 * B * d_model * d_model * n)
+def flops_n_and_d_swapped(B, n, d_model, h, d_k):
+    per_head = 2 * d_model * d_model * d_k  # "Q K^T: d_model by d_model"
+    return 2 * (4 * B * n * d_model * h * d_k + B * h * per_head)
 
 
-def flops_times_heads(B, n, d_model, h):
+def flops_times_heads(B, n, d_model, h, d_k):
     one_head = 2 * 2 * B * n * n * d_model  # Q K^T and weights V, at the full width
-    return 2 * 4 * B * n * d_model**2 + h * one_head
+    return 2 * 4 * B * n * d_model * h * d_k + h * one_head
 
 
-def flops_one_head_only(B, n, d_model, h):
-    d_k = d_model / h
-    return int(2 * (4 * B * n * d_model**2) + 2 * 2 * n * n * d_k * B)
+def flops_one_head_only(B, n, d_model, h, d_k):
+    return int(2 * (4 * B * n * d_model * h * d_k) + 2 * 2 * n * n * d_k * B)
 
 
-def flops_no_batch(B, n, d_model, h):
-    return 2 * _layer_macs(1, n, d_model, h)
+def flops_heads_fill_d_model(B, n, d_model, h, d_k):
+    return 8 * B * n * d_model**2 + 4 * B * n**2 * d_model  # notebook 08 §1, copied
+
+
+def flops_projections_d_model_square(B, n, d_model, h, d_k):
+    projections = 4 * 2 * B * n * d_model * d_model  # "each W is d_model x d_model"
+    return projections + sum(2 * 2 * B * n * n * d_k for _ in range(h))
+
+
+def flops_no_batch(B, n, d_model, h, d_k):
+    return 2 * _layer_macs(1, n, d_model, h, d_k)
 
 
 # ── 08.2 · score_matrix_bytes ─────────────────────────────────────────────────────────────────
 
 
-def mem_no_heads(B, h, n, dtype):
-    return np.zeros((1, 1), dtype=dtype).itemsize * n**2 * B
+def mem_no_heads(B, h, T_q, T_k, dtype):
+    return np.zeros((1, 1), dtype=dtype).itemsize * T_q * T_k * B
 
 
-def mem_no_batch(B, h, n, dtype):
-    return h * n**2 * np.dtype(dtype).itemsize
+def mem_no_batch(B, h, T_q, T_k, dtype):
+    return h * T_q * T_k * np.dtype(dtype).itemsize
 
 
-def mem_n_not_n_squared(B, h, n, dtype):
-    return B * h * n * np.dtype(dtype).itemsize
+def mem_n_not_n_squared(B, h, T_q, T_k, dtype):
+    return B * h * T_k * np.dtype(dtype).itemsize
 
 
-def mem_bits_not_bytes(B, h, n, dtype):
-    return B * h * n * n * np.finfo(dtype).bits
+def mem_keys_squared(B, h, T_q, T_k, dtype):
+    return B * h * T_k**2 * np.dtype(dtype).itemsize  # notebook 08's n x n, with n = T_k
 
 
-def mem_always_4_bytes(B, h, n, dtype):
-    return B * h * n * n * 4  # "a float is 4 bytes"
+def mem_bits_not_bytes(B, h, T_q, T_k, dtype):
+    return B * h * T_q * T_k * np.finfo(dtype).bits
+
+
+def mem_always_4_bytes(B, h, T_q, T_k, dtype):
+    return B * h * T_q * T_k * 4  # "a float is 4 bytes"
 
 
 # ── 08.3 · online_attention ───────────────────────────────────────────────────────────────────
@@ -205,10 +217,13 @@ WRONG = {
     "flops-n-and-d-swapped": flops_n_and_d_swapped,
     "flops-times-heads": flops_times_heads,
     "flops-one-head-only": flops_one_head_only,
+    "flops-heads-fill-d-model": flops_heads_fill_d_model,
+    "flops-projections-d-model-square": flops_projections_d_model_square,
     "flops-no-batch": flops_no_batch,
     "mem-no-heads": mem_no_heads,
     "mem-no-batch": mem_no_batch,
     "mem-n-not-n-squared": mem_n_not_n_squared,
+    "mem-keys-squared": mem_keys_squared,
     "mem-bits-not-bytes": mem_bits_not_bytes,
     "mem-always-4-bytes": mem_always_4_bytes,
     "online-no-rescale": _online("neither"),
@@ -248,10 +263,12 @@ def test_the_learner_style_online_attention_without_a_mistake_passes():
 
 def test_the_hand_cases_and_notebook_08s_numbers():
     flops, memory, online = (checks.CATALOGUE[k] for k in ("08.1", "08.2", "08.3"))
-    assert flops.reference(*flops.cases[0].args) == 320
-    assert flops.reference(8, 1024, 512, 8) == 8 * 8 * 1024 * 512**2 + 4 * 8 * 1024**2 * 512
-    assert memory.reference(*memory.cases[0].args) == 36
-    assert memory.reference(8, 8, 4096, np.float32) == 4_294_967_296  # 08's question 2: 4.3 GB
+    assert flops.reference(*flops.cases[0].args) == 160
+    # heads that fill d_model (h d_k = d_model): notebook 08 §1's count
+    assert flops.reference(8, 1024, 512, 8, 64) == 8 * 8 * 1024 * 512**2 + 4 * 8 * 1024**2 * 512
+    assert memory.reference(*memory.cases[0].args) == 24
+    assert memory.reference(8, 8, 4096, 4096, np.float32) == 4_294_967_296  # question 2: 4.3 GB
+    assert memory.reference(8, 8, 1, 4096, np.float32) == 1_048_576  # one cached step: 1 MiB
     args, kwargs = online.cases[0].arguments()
     assert np.allclose(online.reference(*args, **kwargs), [[3.0, 4.0]])
     for case in online.cases:  # every case: online attention equals plain attention
@@ -263,9 +280,9 @@ def test_the_hand_cases_and_notebook_08s_numbers():
 
 
 def test_the_counts_are_checked_exactly():
-    def attention_flops(B, n, d_model, h):  # off by one only on the largest case, where one
-        exact = 8 * B * n * d_model**2 + 4 * B * n**2 * d_model  # is 3e-11 of the count:
-        return exact + (n == 1024)  # far below the default rtol of 1e-6
+    def attention_flops(B, n, d_model, h, d_k):  # off by one only on the largest cases,
+        exact = 8 * B * n * d_model * h * d_k + 4 * B * h * n**2 * d_k  # where one is 3e-11
+        return exact + (n >= 1024)  # of the count: far below the default rtol of 1e-6
 
     assert checks.check(attention_flops).status == "wrong"
 
@@ -275,10 +292,10 @@ def test_the_diagnosis_of_bits_is_quoted_exactly():
     assert result.message == (
         "✗ 08.2 score_matrix_bytes: this counts bits: a float32 is 4 bytes (32 bits); use "
         "np.dtype(dtype).itemsize\n"
-        "  case: B = 1, h = 1, n = 3, float32 (by hand: 36 bytes)\n"
-        "  expected result: 36\n"
-        "  got      result: 288\n"
-        "  Your result equals this mistake's on all 4 cases [mem-bits-not-bytes]. "
+        "  case: B = 1, h = 1, T_q = 2 queries, T_k = 3 keys, float32 (by hand: 24 bytes)\n"
+        "  expected result: 24\n"
+        "  got      result: 192\n"
+        "  Your result equals this mistake's on all 5 cases [mem-bits-not-bytes]. "
         "See 08 §2 · The n × n matrix: memory.")
 
 

@@ -223,6 +223,21 @@ def gqa_merge_without_transpose(x, W_q, W_k, W_v, W_o, n_heads, n_kv_heads):
     return heads.reshape(B, T, d_model) @ W_o  # "the shape W_o wants": right only for T = 1
 
 
+def gqa_k_transposed(x, W_q, W_k, W_v, W_o, n_heads, n_kv_heads):
+    B, T, d_model = x.shape
+    d_k = d_model // n_heads
+    Q = (x @ W_q).reshape(B, T, n_heads, d_k).transpose(0, 2, 1, 3)
+    K = (x @ W_k).reshape(B, T, n_kv_heads, d_k).transpose(0, 2, 1, 3)
+    V = (x @ W_v).reshape(B, T, n_kv_heads, d_k).transpose(0, 2, 1, 3)
+    K = np.repeat(K, n_heads // n_kv_heads, axis=1)
+    V = np.repeat(V, n_heads // n_kv_heads, axis=1)
+    s = Q @ K.T / math.sqrt(d_k)  # notebook 01's one-sequence habit, on a 4-D array
+    s = np.where(np.tri(T, dtype=bool), s, -np.inf)
+    w = np.exp(s - s.max(axis=-1, keepdims=True))
+    w = w / w.sum(axis=-1, keepdims=True)
+    return (w @ V).transpose(0, 2, 1, 3).reshape(B, T, d_model) @ W_o
+
+
 # ── 09.5 · the KV cache of a published model ─────────────────────────────────────────────────
 
 
@@ -325,6 +340,24 @@ def test_the_two_position_hand_case_is_what_its_label_says_and_shows_the_merge()
     assert ("  case: two positions, B = 1, d_model = 2, h = 2, g = 1" in result.message
             and "  expected result[0, 0]: [2 2]\n  got      result[0, 0]: [2 3]\n"
             in result.message), result.message  # the first case, T = 1, cannot show it
+
+
+def test_k_dot_t_on_the_4d_keys_is_named_by_the_transpose_not_the_merge():
+    result = checks.check(gqa_k_transposed, "09.4")
+    assert result.mistakes == ("gqa-k-transposed",), result.message
+    assert "K.T" in result.message and "swapaxes(-1, -2)" in result.message
+    assert "cannot reshape array of size 8 into shape (1,1,4)" in result.message  # the error
+
+
+def test_the_swiglu_hand_case_differs_from_every_mistake_in_every_number():
+    ex = checks.CATALOGUE["09.2"]
+    args = ex.cases[0].args
+    right = ex.reference(*args)
+    assert np.allclose(right, [[-8.57, -8.34]], atol=0.005) and "[[-8.57, -8.34]]" in \
+        ex.cases[0].label
+    for m in ex.mistakes:  # a learner who checks by hand is not misled by a catalogued mistake
+        got = np.asarray(m.model(*args))
+        assert got.shape != right.shape or np.abs(got - right).min() > 0.1, m.name
 
 
 def test_the_kv_cache_cases_are_the_lessons_numbers():

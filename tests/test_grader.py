@@ -1,7 +1,8 @@
 """Grading from the shell (`python -m helpers.checks`): a verdict a teacher can trust (issue 29).
 
-Each test writes a learner's file, honest or hostile, to tmp_path and grades it through the real
-command line in a subprocess, asserting what it prints AND its exit status: a file that exits,
+Each test writes a learner's file, honest or hostile, to tmp_path and grades it through the
+command line's `main` (in this process: the grader runs no learner's code itself; one test runs
+the real `python -m helpers.checks` in a subprocess), asserting what it prints AND its exit status: a file that exits,
 crashes, hangs (in a loop that swallows the time limit, or inside one NumPy call), patches NumPy
 or the checker, hides exercises by deleting metadata, floods the terminal, or hands in the
 library's own function gets the verdict it deserves, and the files after it in the same command
@@ -11,8 +12,12 @@ get exactly the verdicts they get alone. The hang tests use small limits (--limi
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
 
@@ -112,12 +117,49 @@ PATCHES = {  # name: a patch above the WRONG functions; each must still score 0 
 }
 
 
-def cli(*files, args=(), cwd=None, timeout=120) -> tuple[int, str]:
+@pytest.fixture(scope="module", autouse=True)
+def one_zygote():
+    """Every `cli` call of this module forks its grading children from one zygote: each call's
+    own would import the same modules again (`checks.child.forks`)."""
+    with checks.child.forks():
+        yield
+
+
+def shell(*files, args=(), cwd=None, timeout=120) -> tuple[int, str]:
     """(exit status, what it printed) of `python -m helpers.checks *args *files`."""
     proc = subprocess.run([sys.executable, "-m", "helpers.checks", *args, *map(str, files)],
                           capture_output=True, text=True, timeout=timeout,
                           cwd=cwd or files[0].parent)
     return proc.returncode, proc.stdout + proc.stderr
+
+
+class TookTooLong(Exception):
+    pass
+
+
+def cli(*files, args=(), timeout=120) -> tuple[int, str]:
+    """What `shell` gives, from `checks.main` in this process and the folder of the first file:
+    the grading process never runs a learner's code (the children do), so running it here
+    spares a process per call. `shell` itself is tested by the refusal test below; `main` is all
+    that `python -m helpers.checks` runs, as sys.exit(main())."""
+    def stop(*_):
+        raise TookTooLong(f"the grader took over {timeout} s")
+
+    printed, here = io.StringIO(), os.getcwd()
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, timeout)
+    try:
+        os.chdir(files[0].parent)
+        with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+            try:
+                code = checks.main([*args, *map(str, files)])
+            except SystemExit as error:
+                code = error.code
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        os.chdir(here)
+    return code, printed.getvalue()
 
 
 def sections(out: str) -> dict[str, str]:
@@ -188,6 +230,30 @@ def test_a_file_that_patches_numpy_or_the_checker_is_still_wrong(batch, name):
     found = sections(batch[1])
     assert summary(found[name]) == f"-- {name}: 0 of 4 exercises passed", found[name]
     assert "✓" not in found[name]
+
+
+def test_a_file_that_kills_the_zygote_harms_only_itself(tmp_path, honest, monkeypatch):
+    """The children are forked by a zygote (`checks.zygote`), their parent: a file that kills it
+    gets a verdict (what its child answered before the grader saw the zygote go), and the next
+    child, of the file or the next one, is forked by a new zygote."""
+    good, alone = honest["01_good.py"]
+    killer = write(tmp_path, "01_killer.py", "import os\nimport signal\n\n"
+                   "os.kill(os.getppid(), signal.SIGKILL)\n" + GOOD)
+    monkeypatch.setattr(checks.child, "_open", None)  # a zygote of its own: this module's lives
+    code, out = cli(killer, good)
+    assert code in (0, 1), out
+    assert re.fullmatch(rf"-- 01_killer.py: \d of {N01} exercises passed",
+                        summary(sections(out)["01_killer.py"])), out
+    assert sections(out)["01_good.py"] == alone, out
+
+
+def test_where_the_platform_cannot_fork_each_child_is_started_on_its_own(tmp_path, monkeypatch):
+    monkeypatch.setattr(checks.child, "_open", None)  # outside this module's forks() block
+    monkeypatch.setattr(checks.child, "usable", lambda: False)  # as on macOS
+    name = "01_os_exit.py"  # a child that ends, and the next one that grades the rest
+    code, out = cli(write(tmp_path, name, HOSTILE[name][0]))
+    assert code == 1 and HOSTILE[name][1] in out.splitlines(), out
+    assert summary(out) == f"-- {name}: 2 of {N01} exercises passed", out
 
 
 def test_a_patch_does_not_leak_into_the_next_file(tmp_path, honest):
@@ -440,9 +506,9 @@ globals().update({k: v for k, v in vars(_real).items() if not k.startswith("__")
 def test_the_grader_refuses_to_run_after_importing_a_learners_module(tmp_path):
     write(tmp_path, "selectors.py", SHADOW)  # `python -m` imports from the current folder first
     path = write(tmp_path, "01_good.py", GOOD)
-    code, out = cli(path)  # run from the learner's folder
+    code, out = shell(path)  # run from the learner's folder
     assert code == 2, out
     assert out.startswith(f"✗ refused: the grader imported selectors ({tmp_path}/selectors.py) "
                           "from the current folder"), out
-    code, out = cli(path, cwd=tmp_path.parent)  # from another folder: graded as usual
+    code, out = shell(path, cwd=tmp_path.parent)  # from another folder: graded as usual
     assert code == 0 and summary(out) == f"-- 01_good.py: {N01} of {N01} exercises passed", out

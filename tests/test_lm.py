@@ -159,9 +159,11 @@ def test_next_token_probabilities(rng):
 def test_the_sampler_draws_from_the_probabilities():
     logits = np.log(np.array([[0.5, 0.3, 0.2, 0.0]]) + 1e-300)
     pick = sampler(np.random.default_rng(0))
-    draws = np.array([pick(logits)[0] for _ in range(20_000)])
+    rows = np.tile(logits, (100, 1))  # 20,000 draws: 200 calls of 100 rows each
+    draws = np.concatenate([pick(rows) for _ in range(200)])
     share = np.bincount(draws, minlength=4) / len(draws)
     assert np.abs(share - [0.5, 0.3, 0.2, 0.0]).max() < 0.015 and share[3] == 0
+    assert not np.array_equal(draws[:100], draws[100:200])  # every call draws anew
     greedy = sampler(np.random.default_rng(1), top_k=1)
     assert all(greedy(logits)[0] == 0 for _ in range(50))
     again = [sampler(np.random.default_rng(5))(np.tile(logits, (4, 1))) for _ in range(2)]

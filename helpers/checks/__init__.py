@@ -58,7 +58,7 @@ The catalogue, one module per notebook (each exercise lists its mistakes):
 * ``decoder``   06: the decoder block with cross-attention, greedy decoding, the parameter count,
   the teacher-forced decoder input and labels of a padded batch
 * ``training``  07: softmax and LayerNorm backward, the warm-up schedule, Adam, a gradient check,
-  RMSNorm backward
+  RMSNorm backward, the label-smoothed cross-entropy of a padded batch
 * ``cost``      08: attention without the n x n matrix, and what it costs, with a causal mask
 * ``modern``    09: RMSNorm, SwiGLU, RoPE, grouped-query attention, a model's KV cache in bytes,
   a sliding-window mask
@@ -66,7 +66,8 @@ The catalogue, one module per notebook (each exercise lists its mistakes):
 * ``translation`` 11: one merge of byte-pair encoding, one step of beam search, BLEU, BLEU of
   one sentence (smoothed)
 
-Grading a file: ``worker`` (the child process), ``child`` (running one), ``wire`` (what it sends).
+Grading a file: ``worker`` (the child process), ``child`` (running one), ``wire`` (what it sends),
+``zygote`` (the fork server the children of a batch are forked from, on Linux).
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ import helpers.translation
 import helpers.validation
 from helpers.checks.attention import EXERCISES as EXERCISES_01
 from helpers.checks.blocks import EXERCISES as EXERCISES_05
-from helpers.checks.child import Child, Excerpt, clean
+from helpers.checks.child import Child, Excerpt, clean, forks
 from helpers.checks.core import (
     LIMIT_SECONDS,
     Answer,
@@ -333,8 +334,8 @@ class _Grading:
     """One file through as many children as it takes: a child that dies or is killed in a cell
     is replaced by one that skips that cell; in an exercise, by one that grades the rest."""
 
-    def __init__(self, path, notebook, limit, cell_limit, file_limit):
-        self.path, self.limits = Path(path), (limit, cell_limit)
+    def __init__(self, path, notebook, limit, cell_limit, file_limit, zygote=None):
+        self.path, self.limits, self.zygote = Path(path), (limit, cell_limit), zygote
         self.cells, keys = _notebook_cells(self.path)
         self.wanted = _wanted(self.path, keys, notebook)
         self.answers: dict[str, Answer] = {}
@@ -365,7 +366,7 @@ class _Grading:
             limit, cell_limit = self.limits
             child = Child([str(self.path.resolve()), "--keys", keys, "--skip",
                            ",".join(map(str, sorted(self.skip))), "--limit", str(limit),
-                           "--cell-limit", str(cell_limit)], self.output)
+                           "--cell-limit", str(cell_limit)], self.output, self.zygote)
             more = self.follow(child)
             malformed += child.malformed
         for key in self.left():  # not reached: the file's time ran out, or no child got there
@@ -448,7 +449,8 @@ class _Grading:
 
 def _grade(path, notebook=None, *, limit=LIMIT_SECONDS, cell_limit=CELL_SECONDS,
            file_limit=FILE_SECONDS) -> Graded:
-    return _Grading(path, notebook, limit, cell_limit, file_limit).run()
+    with forks() as zygote:  # the batch's, inside main()'s forks() block
+        return _Grading(path, notebook, limit, cell_limit, file_limit, zygote).run()
 
 
 def grade(path, notebook: str | None = None, *, limit: float = LIMIT_SECONDS,
@@ -519,15 +521,16 @@ def main(argv=None) -> int:
               "it from another folder (cd ..; python -m helpers.checks <folder>/<file>).")
         return 2
     failed = 0
-    for path in args.files:
-        print(f"== {path}", flush=True)
-        try:
-            graded = _grade(path, args.notebook, limit=args.limit, cell_limit=args.cell_limit,
-                            file_limit=args.file_limit)
-        except Exception as error:  # an unreadable file fails, the others are still graded
-            print(f"✗ {path}: cannot be graded: {type(error).__name__}: {error}")
-            failed += 1
-            continue
-        print(graded.report(), flush=True)
-        failed += not graded
+    with forks():  # one zygote forks the children of every file
+        for path in args.files:
+            print(f"== {path}", flush=True)
+            try:
+                graded = _grade(path, args.notebook, limit=args.limit,
+                                cell_limit=args.cell_limit, file_limit=args.file_limit)
+            except Exception as error:  # an unreadable file fails, the others are still graded
+                print(f"✗ {path}: cannot be graded: {type(error).__name__}: {error}")
+                failed += 1
+                continue
+            print(graded.report(), flush=True)
+            failed += not graded
     return 1 if failed else 0

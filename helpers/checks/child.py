@@ -1,7 +1,8 @@
 """One grading child: a process of its own, read as it runs, killed when its time is up.
 
-`Child` starts ``python -m helpers.checks.worker`` in a new session (its own process group),
-with stdin from /dev/null and two pipes: its messages (JSON lines, `helpers.checks.wire`) on a
+`Child` starts ``python -m helpers.checks.worker`` in a new session (its own process group), or
+has a zygote (`forks()`, `helpers.checks.zygote`) fork one set up the same way, with stdin from
+/dev/null and two pipes: its messages (JSON lines, `helpers.checks.wire`) on a
 descriptor of their own, and its stdout and stderr together. `Child.messages(deadline)` yields
 each message as it comes and drains the output all along (into an `Excerpt`: never into a file,
 which a hostile child could grow to fill the disk); when `deadline()` passes, the whole process
@@ -11,6 +12,7 @@ message is counted in `malformed` and skipped.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import selectors
@@ -21,11 +23,47 @@ import time
 from pathlib import Path
 
 from helpers.checks.wire import LIMIT_BYTES, parse
+from helpers.checks.zygote import Broken, Zygote, usable
 
-__all__ = ["Child", "Excerpt", "clean"]
+__all__ = ["Child", "Excerpt", "clean", "forks"]
 
 ROOT = Path(__file__).resolve().parents[2]  # the folder that holds `helpers`
 LINE_BYTES = LIMIT_BYTES + 2**20  # a longer line is not a message
+
+
+def worker_env() -> dict:
+    """The environment of a grading child (and of the zygote that forks them)."""
+    return {**os.environ, "MPLBACKEND": "Agg", "PYTHONUNBUFFERED": "1",
+            "PYTHONFAULTHANDLER": "1"}  # a crash prints where it happened
+
+
+_open: Zygote | None = None  # the zygote of the outermost forks() block, while it is open
+
+
+@contextlib.contextmanager
+def forks():
+    """A zygote for the children started in the block (Child(..., zygote)), where the platform
+    can fork; else None: each child is started on its own. Inside another forks() block, that
+    block's zygote, started with the environment of then: grading many batches in one process
+    (a test suite, a teacher's loop over grade()), wrap them in one block."""
+    global _open
+    if _open is not None:
+        yield _open
+        return
+    if not usable():
+        yield None
+        return
+    try:
+        zygote = Zygote(worker_env(), ROOT)
+    except OSError:
+        yield None
+        return
+    _open = zygote
+    try:
+        yield zygote
+    finally:
+        _open = None
+        zygote.close()
 
 
 def clean(text: str, cap: int = 2000, indent: str = "    ") -> str:
@@ -68,21 +106,30 @@ class Child:
     worker moves to the learner's folder itself, once its own imports are done, so that a
     learner's file named like a module cannot replace the grader's)."""
 
-    def __init__(self, args: list[str], output: Excerpt):
+    def __init__(self, args: list[str], output: Excerpt, zygote: Zygote | None = None):
         self.output, self.malformed, self.killed, self.status = output, 0, False, None
-        read, write = os.pipe()
-        out_read, out_write = os.pipe()
-        env = {**os.environ, "MPLBACKEND": "Agg", "PYTHONUNBUFFERED": "1",
-               "PYTHONFAULTHANDLER": "1"}  # a crash prints where it happened
-        try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "helpers.checks.worker", "--messages", str(write), *args],
-                stdin=subprocess.DEVNULL, stdout=out_write, stderr=out_write, pass_fds=(write,),
-                cwd=ROOT, env=env, start_new_session=True)
-        except BaseException:
-            for fd in (read, write, out_read, out_write):
-                os.close(fd)
-            raise
+        self.proc = self.zygote = None
+        if zygote is not None:
+            read, write, out_read, out_write = *os.pipe(), *os.pipe()
+            try:
+                self.pid, self.zygote = zygote.spawn(args, (write, out_write)), zygote
+            except BaseException as error:  # a worker it may have forked ends unstarted
+                for fd in (read, write, out_read, out_write):
+                    os.close(fd)
+                if not isinstance(error, Broken):
+                    raise
+        if self.zygote is None:  # started on its own, in new pipes
+            read, write, out_read, out_write = *os.pipe(), *os.pipe()
+            try:
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-m", "helpers.checks.worker", "--messages", str(write),
+                     *args], stdin=subprocess.DEVNULL, stdout=out_write, stderr=out_write,
+                    pass_fds=(write,), cwd=ROOT, env=worker_env(), start_new_session=True)
+            except BaseException:
+                for fd in (read, write, out_read, out_write):
+                    os.close(fd)
+                raise
+            self.pid = self.proc.pid
         os.close(write)
         os.close(out_write)
         self._fds = {read: "messages", out_read: "output"}
@@ -120,7 +167,7 @@ class Child:
             for fd in self._fds:
                 os.close(fd)
             self._fds = {}
-            self.status = self.proc.wait()
+            self.status = self.proc.wait() if self.proc else self.zygote.reap(self.pid)
 
     def _read(self, fd, selector):
         data = os.read(fd, 1 << 16)
@@ -152,6 +199,8 @@ class Child:
 
     def _ended(self) -> bool:
         """Whether the process ended, without reaping it (its group id stays ours to kill)."""
+        if self.zygote is not None:
+            return self.zygote.ended()
         if not hasattr(os, "waitid"):  # macOS
             return self.proc.poll() is not None
         try:
@@ -164,7 +213,7 @@ class Child:
         """SIGKILL the child's process group (its own and whatever it started)."""
         try:
             if hasattr(os, "killpg"):
-                os.killpg(self.proc.pid, signal.SIGKILL)
+                os.killpg(self.pid, signal.SIGKILL)
             else:
                 self.proc.kill()
         except (ProcessLookupError, PermissionError):

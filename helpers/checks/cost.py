@@ -12,10 +12,11 @@ _rng = np.random.default_rng(108)  # the cases are the same on every run and eve
 # ── 08.1 · the operations of one self-attention layer ─────────────────────────────────────────
 
 
-def attention_flops(B, n, d_model, h):
-    """FLOPs of one self-attention layer (notebook 08 §1): four projections and the two n x n
-    products, a multiply-add counted as 2; the heads do not change the count."""
-    return 8 * B * n * d_model**2 + 4 * B * n**2 * d_model
+def attention_flops(B, n, d_model, h, d_k):
+    """FLOPs of one self-attention layer with h heads of width d_k (notebook 08 §1's count, where
+    h d_k = d_model, generalised): four projections between d_model and h d_k, and each head's
+    two n x n products, a multiply-add counted as 2."""
+    return 8 * B * n * d_model * h * d_k + 4 * B * h * n**2 * d_k
 
 
 _SECTION_1 = "08 §1 · Two ways to read a sequence, counted"
@@ -25,64 +26,77 @@ FLOPS = Exercise(
     key="08.1", name="attention_flops", reference=attention_flops, see=_SECTION_1,
     rtol=0.0, atol=0.0,  # exact integers
     cases=(
-        Case("B = 1, n = 2, d_model = 4, h = 1 (by hand: 320 FLOPs)",
-             (1, 2, 4, 1)),
-        Case("B = 2, n = 3, d_model = 8, h = 2", (2, 3, 8, 2)),
-        Case("B = 3, n = 5, d_model = 6, h = 3", (3, 5, 6, 3)),
-        Case("notebook 08's layer: B = 8, n = 1024, d_model = 512, h = 8", (8, 1024, 512, 8)),
+        Case("B = 1, n = 2, d_model = 4, one head of width d_k = 2 (by hand: 160 FLOPs)",
+             (1, 2, 4, 1, 2)),
+        Case("B = 2, n = 3, d_model = 8, h = 2, d_k = 4 (h · d_k = d_model)", (2, 3, 8, 2, 4)),
+        Case("B = 3, n = 5, d_model = 6, h = 3, d_k = 4 (h · d_k = 12 > d_model)",
+             (3, 5, 6, 3, 4)),
+        Case("Gemma 7B's widths: B = 1, n = 4096, d_model = 3072, h = 16 heads of d_k = 256",
+             (1, 4096, 3072, 16, 256)),
+        Case("notebook 08's layer: B = 8, n = 1024, d_model = 512, h = 8, d_k = 64",
+             (8, 1024, 512, 8, 64)),
     ),
     mistakes=(
         Mistake("flops-counts-multiply-adds",
                 "this counts multiply-adds; a multiply-add is 2 FLOPs (a multiply and an add)",
-                _SECTION_1, lambda B, n, d_model, h: attention_flops(B, n, d_model, h) // 2),
+                _SECTION_1, lambda B, n, d_model, h, d_k: attention_flops(B, n, d_model, h, d_k)
+                // 2),
         Mistake("flops-no-projections",
-                "the four projections (W^Q, W^K, W^V, W^O: 8·B·n·d_model² FLOPs) are left out; "
-                "that is Table 1's count, not the layer's",
-                _SECTION_1, lambda B, n, d_model, h: 4 * B * n**2 * d_model),
+                "the four projections (W^Q, W^K, W^V, W^O: 8·B·n·d_model·h·d_k FLOPs) are left "
+                "out; that is Table 1's count, not the layer's",
+                _SECTION_1, lambda B, n, d_model, h, d_k: 4 * B * h * n**2 * d_k),
         Mistake("flops-three-projections",
-                "only three projections are counted: the output projection W^O costs "
-                "2·B·n·d_model² too",
-                _SECTION_1,
-                lambda B, n, d_model, h: 6 * B * n * d_model**2 + 4 * B * n**2 * d_model),
+                "only three projections are counted: the output projection W^O, from h·d_k back "
+                "to d_model, costs 2·B·n·h·d_k·d_model too",
+                _SECTION_1, lambda B, n, d_model, h, d_k: (6 * B * n * d_model * h * d_k
+                                                           + 4 * B * h * n**2 * d_k)),
         Mistake("flops-one-n-by-n-product",
                 "only one of the two n × n products is counted: Q Kᵀ and weights · V cost "
-                "2·B·n²·d_model each",
-                _SECTION_1,
-                lambda B, n, d_model, h: 8 * B * n * d_model**2 + 2 * B * n**2 * d_model),
+                "2·n²·d_k each, per head and sequence",
+                _SECTION_1, lambda B, n, d_model, h, d_k: (8 * B * n * d_model * h * d_k
+                                                           + 2 * B * h * n**2 * d_k)),
         Mistake("flops-n-not-n-squared",
-                "the scores are counted as n · d_model, not n² · d_model: every query meets "
+                "the scores are counted as n · d_k per head, not n² · d_k: every query meets "
                 "every key",
-                _SECTION_1,
-                lambda B, n, d_model, h: 8 * B * n * d_model**2 + 4 * B * n * d_model),
+                _SECTION_1, lambda B, n, d_model, h, d_k: (8 * B * n * d_model * h * d_k
+                                                           + 4 * B * h * n * d_k)),
         Mistake("flops-n-and-d-swapped",
-                "n and d_model are swapped: the projections cost n · d_model², the n × n "
-                "products n² · d_model",
-                _SECTION_1,
-                lambda B, n, d_model, h: 8 * B * n**2 * d_model + 4 * B * n * d_model**2),
+                "n and d_model are swapped in the n × n products: each head's Q Kᵀ compares n "
+                "queries with n keys, n² · d_k multiply-adds, not d_model² · d_k",
+                _SECTION_1, lambda B, n, d_model, h, d_k: (8 * B * n * d_model * h * d_k
+                                                           + 4 * B * h * d_model**2 * d_k)),
         Mistake("flops-times-heads",
-                "the n × n products are multiplied by h with the full width d_model; each head "
-                "has width d_k = d_model / h, so the heads together cost as much as one",
-                _HEADS_COST,
-                lambda B, n, d_model, h: 8 * B * n * d_model**2 + 4 * h * B * n**2 * d_model),
+                "each head's n × n products are counted at the full width d_model; a head is "
+                "d_k wide: n² · d_k per product",
+                _HEADS_COST, lambda B, n, d_model, h, d_k: (8 * B * n * d_model * h * d_k
+                                                            + 4 * h * B * n**2 * d_model)),
         Mistake("flops-one-head-only",
-                "the n × n products are counted for one head of width d_k = d_model / h; "
-                "there are h of them",
-                _HEADS_COST,
-                lambda B, n, d_model, h: (8 * B * n * d_model**2
-                                          + 4 * B * n**2 * (d_model // h))),
+                "the n × n products are counted for one head of width d_k; there are h of them",
+                _HEADS_COST, lambda B, n, d_model, h, d_k: (8 * B * n * d_model * h * d_k
+                                                            + 4 * B * n**2 * d_k)),
+        Mistake("flops-heads-fill-d-model",
+                "this is notebook 08 §1's 8·B·n·d_model² + 4·B·n²·d_model, which holds only when "
+                "the heads fill d_model (h · d_k = d_model); here the heads are h · d_k wide: "
+                "put h · d_k wherever the count stands for the heads' width",
+                _HEADS_COST, lambda B, n, d_model, h, d_k: (8 * B * n * d_model**2
+                                                            + 4 * B * n**2 * d_model)),
+        Mistake("flops-projections-d-model-square",
+                "the projections are counted as d_model × d_model matrices; W^Q, W^K, W^V are "
+                "d_model × h·d_k and W^O is h·d_k × d_model (equal only when h · d_k = d_model)",
+                _HEADS_COST, lambda B, n, d_model, h, d_k: (8 * B * n * d_model**2
+                                                            + 4 * B * h * n**2 * d_k)),
         Mistake("flops-no-batch",
                 "the batch B is left out: every sequence of the batch costs the same again",
-                _SECTION_1,
-                lambda B, n, d_model, h: attention_flops(1, n, d_model, h)),
+                _SECTION_1, lambda B, n, d_model, h, d_k: attention_flops(1, n, d_model, h, d_k)),
     ),
 )
 
 # ── 08.2 · the memory of the scores ───────────────────────────────────────────────────────────
 
 
-def score_matrix_bytes(B, h, n, dtype):
-    """Bytes of the (B, h, n, n) scores array: one n x n matrix per head and sequence."""
-    return B * h * n * n * np.dtype(dtype).itemsize
+def score_matrix_bytes(B, h, T_q, T_k, dtype):
+    """Bytes of the (B, h, T_q, T_k) scores array: one T_q x T_k matrix per head and sequence."""
+    return B * h * T_q * T_k * np.dtype(dtype).itemsize
 
 
 _SECTION_4 = "08 §2 · The n × n matrix: memory"
@@ -91,30 +105,44 @@ MEMORY = Exercise(
     key="08.2", name="score_matrix_bytes", reference=score_matrix_bytes, see=_SECTION_4,
     rtol=0.0, atol=0.0,  # exact integers
     cases=(
-        Case("B = 1, h = 1, n = 3, float32 (by hand: 36 bytes)",
-             (1, 1, 3, np.float32)),
-        Case("B = 2, h = 3, n = 5, float64", (2, 3, 5, np.float64)),
-        Case("B = 3, h = 2, n = 7, float16", (3, 2, 7, np.float16)),
-        Case("notebook 08's question 2: B = 8, h = 8, n = 4096, float32", (8, 8, 4096, np.float32)),
+        Case("B = 1, h = 1, T_q = 2 queries, T_k = 3 keys, float32 (by hand: 24 bytes)",
+             (1, 1, 2, 3, np.float32)),
+        Case("B = 2, h = 3, T_q = T_k = 5 (self-attention), float64", (2, 3, 5, 5, np.float64)),
+        Case("B = 3, h = 2, one cached step: T_q = 1 against T_k = 7, float16",
+             (3, 2, 1, 7, np.float16)),
+        Case("notebook 08's question 2: B = 8, h = 8, T_q = T_k = 4096, float32",
+             (8, 8, 4096, 4096, np.float32)),
+        Case("the same model generating: B = 8, h = 8, T_q = 1 against T_k = 4096, float32",
+             (8, 8, 1, 4096, np.float32)),
     ),
     mistakes=(
         Mistake("mem-no-heads",
-                "the heads are left out: each of the h heads has its own n × n scores",
-                _SECTION_4, lambda B, h, n, dtype: score_matrix_bytes(B, 1, n, dtype)),
+                "the heads are left out: each of the h heads has its own T_q × T_k scores",
+                _SECTION_4, lambda B, h, T_q, T_k, dtype: score_matrix_bytes(B, 1, T_q, T_k,
+                                                                             dtype)),
         Mistake("mem-no-batch",
-                "the batch B is left out: each sequence of the batch has its own n × n scores",
-                _SECTION_4, lambda B, h, n, dtype: score_matrix_bytes(1, h, n, dtype)),
+                "the batch B is left out: each sequence of the batch has its own scores",
+                _SECTION_4, lambda B, h, T_q, T_k, dtype: score_matrix_bytes(1, h, T_q, T_k,
+                                                                             dtype)),
         Mistake("mem-n-not-n-squared",
-                "the scores are counted as n numbers per head; they are n × n (every query "
-                "against every key)",
-                _SECTION_4, lambda B, h, n, dtype: B * h * n * np.dtype(dtype).itemsize),
+                "the scores are counted as T_k numbers per head; they are T_q × T_k (every "
+                "query against every key)",
+                _SECTION_4, lambda B, h, T_q, T_k, dtype: score_matrix_bytes(B, h, 1, T_k,
+                                                                             dtype)),
+        Mistake("mem-keys-squared",
+                "the scores are counted T_k × T_k, as if every key were also a query: there is "
+                "one row per query, T_q × T_k (one cached step holds a single row)",
+                _SECTION_4, lambda B, h, T_q, T_k, dtype: score_matrix_bytes(B, h, T_k, T_k,
+                                                                             dtype)),
         Mistake("mem-bits-not-bytes",
                 "this counts bits: a float32 is 4 bytes (32 bits); use np.dtype(dtype).itemsize",
-                _SECTION_4, lambda B, h, n, dtype: 8 * score_matrix_bytes(B, h, n, dtype)),
+                _SECTION_4, lambda B, h, T_q, T_k, dtype: 8 * score_matrix_bytes(B, h, T_q, T_k,
+                                                                                 dtype)),
         Mistake("mem-always-4-bytes",
                 "every number is counted as 4 bytes (float32) whatever the dtype: float64 has "
                 "8, float16 2",
-                _SECTION_4, lambda B, h, n, dtype: score_matrix_bytes(B, h, n, np.float32)),
+                _SECTION_4, lambda B, h, T_q, T_k, dtype: score_matrix_bytes(B, h, T_q, T_k,
+                                                                             np.float32)),
     ),
 )
 

@@ -120,11 +120,11 @@ _SECTION_2 = "09 §2 · SwiGLU: a gated feed-forward network"
 SWIGLU = Exercise(
     key="09.2", name="swiglu", reference=_swiglu, see=_SECTION_2,
     cases=(
-        Case("x = [[2, 0]], W_1 = I, V = all ones, W_2 = [[1, 0], [1, 1]] (by hand: a = [2, 0], "
-             "Swish(2) = 2 σ(2) = 1.76, the gate times x V = [2, 2] gives [3.52, 0], and W_2 "
-             "maps that to [[3.52, 0]])",
-             (np.array([[2.0, 0.0]]), np.eye(2), np.ones((2, 2)), np.array([[1.0, 0.0],
-                                                                            [1.0, 1.0]]))),
+        Case("x = [[2, 3]], W_1 = I, V = [[1, 0], [1, -1]], W_2 = [[0, 1], [1, 2]] (by hand: "
+             "the gate Swish(x W_1) = [2 σ(2), 3 σ(3)] = [1.76, 2.86], x V = [5, -3], their "
+             "product [8.81, -8.57], and W_2 maps that to [[-8.57, -8.34]])",
+             (np.array([[2.0, 3.0]]), np.eye(2), np.array([[1.0, 0.0], [1.0, -1.0]]),
+              np.array([[0.0, 1.0], [1.0, 2.0]]))),
         Case("x of shape (3, 4), d_ff = 6", (_rng.normal(size=(3, 4)), *_weights(4, 6))),
         Case("a batch x of shape (2, 3, 4), d_ff = 5, gates from -6 to 6",
              (_rng.normal(size=(2, 3, 4)) * 2, *_weights(4, 5, shift=0.5))),
@@ -251,7 +251,8 @@ def _gqa_reference(x, W_q, W_k, W_v, W_o, n_heads, n_kv_heads):
 
 
 def _gqa(x, W_q, W_k, W_v, W_o, n_heads, n_kv_heads, *, share="repeat", mask=True,
-         scale=None, project=True, split="transpose", after=False, merge="transpose"):
+         scale=None, project=True, split="transpose", after=False, merge="transpose",
+         k_dot_t=False):
     """Grouped-query attention with the switches of the mistakes below."""
     B, T, d = x.shape
     d_k = d // n_heads
@@ -267,7 +268,8 @@ def _gqa(x, W_q, W_k, W_v, W_o, n_heads, n_kv_heads, *, share="repeat", mask=Tru
         K, V = np.repeat(K, group, axis=1), np.repeat(V, group, axis=1)
     else:  # tile: query head i reads key/value head i % g
         K, V = np.tile(K, (1, group, 1, 1)), np.tile(V, (1, group, 1, 1))
-    scores = Q @ K.swapaxes(-1, -2) / (np.sqrt(d_k) if scale is None else scale)
+    scores = Q @ (K.T if k_dot_t else K.swapaxes(-1, -2)) / (np.sqrt(d_k) if scale is None
+                                                             else scale)
     blocked = causal_mask(T)
     if mask and not after:
         scores = np.where(blocked, -np.inf, scores)
@@ -276,6 +278,8 @@ def _gqa(x, W_q, W_k, W_v, W_o, n_heads, n_kv_heads, *, share="repeat", mask=Tru
     if after:
         weights = weights * ~blocked
     heads_out = weights @ V  # (B, h, T, d_k)
+    if k_dot_t:  # the merge written as the solution writes it: where K.T's error shows
+        return heads_out.transpose(0, 2, 1, 3).reshape(B, T, d) @ W_o
     out = merge_heads(heads_out) if merge == "transpose" else heads_out.reshape(B, T, d)
     return out @ W_o if project else out
 
@@ -296,8 +300,8 @@ GQA = Exercise(
              "heads, times W_o)", _gqa_case(1, 1, 4, 2, 1)),
         Case("two positions, B = 1, d_model = 2, h = 2, g = 1, W_q = W_k = 0, W_v = [[1], [0]] "
              "(the first feature), W_o = I, x = [[2, 5], [4, 1]] (by hand: the scores are 0, so "
-             "position 0 reads itself, v = 2, and position 1 averages v = 2 and 4: both heads "
-             "give [2, 3] and the output is [[2, 2], [3, 3]])",
+             "position 0 reads itself, v = 2, and position 1 averages v = 2 and 4, v = 3, in "
+             "each of the two heads; the output is [[2, 2], [3, 3]])",
              (np.array([[[2.0, 5.0], [4.0, 1.0]]]), np.zeros((2, 2)), np.zeros((2, 1)),
               np.array([[1.0], [0.0]]), np.eye(2), 2, 1)),
         Case("B = 1, T = 4, d_model = 8, h = 4, g = 2", _gqa_case(1, 4, 8, 4, 2)),
@@ -338,6 +342,13 @@ GQA = Exercise(
                 "of several positions (right only when T = 1)",
                 "02 §2 · Split and merge, one step at a time",
                 lambda *a: _gqa(*a, merge="reshape")),
+        Mistake("gqa-k-transposed",
+                "K.T (or np.transpose(K)) reverses every axis of the 4-D keys: (B, h, T, d_k) "
+                "becomes (d_k, T, h, B), so the scores come out with the wrong shape and the "
+                "error only shows at a later line (here the merge); K.swapaxes(-1, -2) swaps "
+                "only the last two axes",
+                "01 §2 · All the scores at once (swapaxes, not .T)",
+                lambda *a: _gqa(*a, k_dot_t=True)),
     ),
 )
 

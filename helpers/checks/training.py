@@ -1,11 +1,12 @@
-"""Exercises of notebook 07: softmax and LayerNorm backward, the warm-up schedule, Adam, and a
-gradient check by central differences."""
+"""Exercises of notebook 07: softmax and LayerNorm backward, the warm-up schedule, Adam, a
+gradient check by central differences, RMSNorm backward, and the label-smoothed cross-entropy of
+a padded batch."""
 
 import numpy as np
 
 from helpers.checks.core import Case, Exercise, Mistake
 from helpers.modern import RMSNorm
-from helpers.training import Adam, gradient_check, lrate, softmax_backward
+from helpers.training import Adam, cross_entropy, gradient_check, lrate, softmax_backward
 from helpers.transformer import LayerNorm, NormCache, softmax
 
 _rng = np.random.default_rng(107)  # the cases are the same on every run and every machine
@@ -290,10 +291,11 @@ ADAM_STEP = Exercise(
                       "the old average keeps the weight beta1, the new gradient gets 1 - beta1",
                       swap=True),
         _adam_mistake("adam-efficient-form",
-                      "this is Kingma & Ba's 'efficient' form, lr·√(1 - beta2^t)/(1 - beta1^t) "
-                      "times m / (√v + ε): it adds ε to √v before the bias correction, not to "
-                      "√v_hat as the task (and the library) do; the two differ when the "
-                      "gradients are tiny", efficient=True),
+                      "this is another convention, not a slip: Kingma & Ba's own 'efficient' "
+                      "form (TensorFlow and Keras use it too), lr·√(1 - beta2^t)/(1 - beta1^t) "
+                      "times m / (√v + ε). It adds ε to √v before the bias correction; this "
+                      "exercise asks for notebook 07's form, which adds ε to √v_hat after it. "
+                      "The two differ only when the gradients are tiny", efficient=True),
         _adam_mistake("adam-no-eps",
                       "ε is left out: the step divides by √v_hat alone, not by √v_hat + ε (the ε "
                       "keeps a zero gradient from giving 0 / 0, and it shows when the gradients "
@@ -534,5 +536,95 @@ RMS_NORM_BACKWARD = Exercise(
     ),
 )
 
+# ── 07.7 · label-smoothed cross-entropy (a transfer: §6's one position to a padded batch) ─────
+
+_CE = "07 §6 · The loss, with label smoothing"
+
+
+def _smoothed_cross_entropy(logits, targets, epsilon, ignore_id):
+    """The library's cross_entropy (notebook 07), its loss only."""
+    return cross_entropy(logits, targets, label_smoothing=epsilon, ignore_id=ignore_id)[0]
+
+
+def _ce_model(*, log_p="stable", q="all", rows="counted"):
+    def model(logits, targets, epsilon, ignore_id):
+        x, targets = np.asarray(logits, dtype=float), np.asarray(targets)
+        n_vocab, counted = x.shape[-1], targets != ignore_id
+        if log_p == "log-softmax":  # np.log(softmax(x)): log(0) = -inf
+            lp = np.log(softmax(x))
+        else:  # "no-shift" leaves out the maximum, so exp overflows for large logits
+            top = 0.0 if log_p == "no-shift" else x.max(axis=-1, keepdims=True)
+            lp = x - top - np.log(np.exp(x - top).sum(axis=-1, keepdims=True))
+        one = np.eye(n_vocab)[np.where(counted, targets, 0)]  # (..., n_vocab) one-hot
+        share = {"all": epsilon / n_vocab, "others": epsilon / (n_vocab - 1) * (1 - one),
+                 "overwritten": epsilon / n_vocab * (1 - one), "target": 0.0, "none": 0.0}[q]
+        per_row = -((share + (1 - (0 if q == "none" else epsilon)) * one) * lp).sum(axis=-1)
+        if rows == "all":  # ignore_id not applied: every row's loss, averaged
+            return float(per_row.mean())
+        total = per_row[counted].sum()
+        return float({"counted": total / counted.sum(), "size": total / counted.size,
+                      "sum": total}[rows])
+    return model
+
+
+def _ce_case(label, logits, targets, epsilon=0.1, ignore_id=0):
+    return Case(label, (logits, np.array(targets), epsilon, ignore_id))
+
+
+_CONFIDENT = _rng.normal(size=(4, 6)) * 2
+_CONFIDENT[0, 2] = _CONFIDENT[2, 0] = _CONFIDENT[2, 4] = -1000.0  # exp(-1000) is 0 in float64
+
+SMOOTHED_CROSS_ENTROPY = Exercise(
+    key="07.7", name="label_smoothed_cross_entropy", reference=_smoothed_cross_entropy, see=_CE,
+    cases=(
+        _ce_case("logits = log([[1, 2, 1], [1, 1, 1]]), targets = [1, 0], ε = 0.3, ignore_id = 0: "
+                 "one row counted, p = [0.25, 0.5, 0.25] (by hand: 1.2 ln 2 ≈ 0.8318)",
+                 np.log([[1.0, 2.0, 1.0], [1.0, 1.0, 1.0]]), [1, 0], epsilon=0.3),
+        _ce_case("a confident model: logits (4, 6) with entries of -1000 (probability 0 in "
+                 "floating point), ε = 0.1, the last row padded", _CONFIDENT, [3, 5, 1, 0]),
+        _ce_case("large logits (about 1000, a few apart), (3, 5), ε = 0.1, no padding",
+                 1000 + _rng.normal(size=(3, 5)) * 3, [2, 4, 1]),
+        _ce_case("a padded batch (2, 5, 7), ε = 0.1, ignore_id = 0",
+                 _rng.normal(size=(2, 5, 7)) * 2, [[3, 4, 5, 2, 0], [6, 2, 0, 0, 0]]),
+    ),
+    mistakes=(
+        Mistake("smoothed-ce-log-of-softmax",
+                "np.log(softmax(logits)): a probability of e^-1000 is 0 in floating point, and "
+                "log 0 = -inf; with smoothing every token's log-probability enters the loss, so "
+                "it is infinite. Compute log p = x - max - log(sum(exp(x - max))) directly",
+                _CE, _ce_model(log_p="log-softmax")),
+        Mistake("smoothed-ce-no-max-shift",
+                "log p = x - log(sum(exp(x))) without subtracting the maximum first: exp(1000) "
+                "overflows to inf. Subtract each row's maximum before exp", _CE,
+                _ce_model(log_p="no-shift")),
+        Mistake("smoothed-ce-spread-over-other-tokens",
+                "the smoothing is spread over the other tokens, ε/(n_vocab - 1) each, with 1 - ε "
+                "on the target: that is another common convention (fairseq's), not a slip, but "
+                "not this exercise's: here, as in notebook 07, every token gets ε/n_vocab, the "
+                "target included, and the target 1 - ε on top", _CE, _ce_model(q="others")),
+        Mistake("smoothed-ce-target-overwritten",
+                "the target's entry is set to 1 - ε, not raised by 1 - ε: it loses its own "
+                "share ε/n_vocab, and q no longer sums to 1 (q[t] += 1 - ε, not q[t] = 1 - ε)",
+                _CE, _ce_model(q="overwritten")),
+        Mistake("smoothed-ce-target-only",
+                "ε is applied to the target only, -(1 - ε)·log p_target: the other tokens must "
+                "get their share ε/n_vocab, so that their log-probabilities enter the loss",
+                _CE, _ce_model(q="target")),
+        Mistake("smoothed-ce-no-smoothing",
+                "epsilon is not used: this is the plain cross-entropy -log p_target", _CE,
+                _ce_model(q="none")),
+        Mistake("smoothed-ce-ignored-rows-counted",
+                "the rows whose target is ignore_id (padding) are in the mean: their loss must "
+                "count for nothing", _CE, _ce_model(rows="all")),
+        Mistake("smoothed-ce-mean-over-all-rows",
+                "the ignored rows are left out of the sum but not out of the count: divide by "
+                "the number of rows that count, not by the number of all rows", _CE,
+                _ce_model(rows="size")),
+        Mistake("smoothed-ce-sum-not-mean",
+                "the losses of the counted rows are summed, not averaged", _CE,
+                _ce_model(rows="sum")),
+    ),
+)
+
 EXERCISES = (SOFTMAX_BACKWARD, LAYER_NORM_BACKWARD, LRATE, ADAM_STEP, GRADIENT_ERROR,
-             RMS_NORM_BACKWARD)
+             RMS_NORM_BACKWARD, SMOOTHED_CROSS_ENTROPY)

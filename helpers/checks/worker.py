@@ -14,6 +14,9 @@ one JSON line each (`wire`) on the descriptor --messages:
     {"t": "finished"}
 
 The learner's prints go to stdout and stderr, which the grader reads.
+
+``python -m helpers.checks.worker --zygote FD`` is the fork server of `helpers.checks.zygote`: it
+imports all this once, then forks a worker that runs `main` for each child the grader asks for.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import os
 import sys
 from pathlib import Path
 
-from helpers.checks import CATALOGUE, CELL_SECONDS, _notebook_cells, core, library, wire
+from helpers.checks import CATALOGUE, CELL_SECONDS, _notebook_cells, core, library, wire, zygote
 
 
 def _numbers(text: str) -> set[int]:
@@ -109,4 +112,7 @@ def _answer(ex, ns) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--zygote"]:  # the fork server of helpers.checks.zygote
+        zygote.serve(int(sys.argv[2]), main)
+    else:
+        main()

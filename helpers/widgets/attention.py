@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipywidgets as W
 import numpy as np
+from matplotlib.ticker import FixedLocator
 
 from helpers.analysis import (
     RANDOM,
@@ -26,6 +27,8 @@ POWERS_OF_TWO = [2**k for k in range(0, 11)]  # d_k from 1 to 1024
 SCORINGS = [("dot product ÷ √d_k", "scaled"), ("dot product, NOT scaled", "raw"),
             ("additive: v·tanh(qW+kU)", "additive")]
 SCORING_NAMES = {"scaled": "q·k / √d_k", "raw": "q·k, NOT scaled", "additive": "additive"}
+LOG_TICKS = [10.0**e for e in range(-1, 3)]  # the spread axis, 0.05 to 100
+LOG_MINOR_TICKS = [m * 10.0**e for e in range(-2, 2) for m in range(2, 10) if m * 10.0**e >= 0.05]
 
 
 def softmax_jacobian_norm(weights):
@@ -97,6 +100,10 @@ def scaling_explorer(T: int = 8, seed: int = 0, d_a: int = 64) -> Explorer:
         ax_j.set(xscale="log", xlim=(0.05, 100), ylim=(0, 0.6),
                  xlabel="std of a row's scores", ylabel="‖J‖_F of its softmax",
                  title="softmax Jacobian norm: rises, peaks, falls")
+        # the ticks a LogLocator shows in this fixed view, and only those (it would make 63
+        # ticks, for 33 shown, each a costly matplotlib object)
+        ax_j.xaxis.set_major_locator(FixedLocator(LOG_TICKS))
+        ax_j.xaxis.set_minor_locator(FixedLocator(LOG_MINOR_TICKS))
         ax_j.title.set_fontsize(9)
         ax_j.legend(loc="upper right", fontsize=8)
         changing = animate([image, dots, heading])

@@ -13,7 +13,8 @@ Every explorer of the series is an :class:`Explorer`:
   100 ms; without a fast path the figure is simply redrawn from scratch;
 * ``status(result, values)`` returns ``[(label, text), ...]`` shown under the figure;
 * optionally ``link(change, controls)`` adjusts dependent controls (say, the options of a token
-  dropdown when the sentence changes) before the single recompute that follows a change.
+  dropdown when the sentence changes) before the single recompute that follows a change;
+  ``explorer.set_values(name=value, ...)`` changes several controls with one recompute.
 
 The figure is rendered to PNG and swapped into one ``Image`` widget, so a change never clears
 the output area (no flicker). An exception inside a callback is caught and *shown* in a red box
@@ -111,6 +112,8 @@ class Explorer(W.VBox):
         self.status_fn = status
         self.link = link
         self._linking = False
+        self._holding = False  # inside set_values: changes wait for its single update
+        self._held = False
         self.figsize = figsize
         self.dpi = dpi
         self.result = None
@@ -158,7 +161,23 @@ class Explorer(W.VBox):
                 self.link(change, self.controls)
             finally:
                 self._linking = False
-        self.update()
+        if self._holding:
+            self._held = True
+        else:
+            self.update()
+
+    def set_values(self, **values):
+        """Set several controls with one recompute and redraw at the end (none if nothing
+        changed). ``link`` still runs after each change, in the order given; drawing the
+        states in between is what this skips (say, when a test puts an explorer back)."""
+        self._holding, self._held = True, False
+        try:
+            for name, value in values.items():
+                self.controls[name].value = value
+        finally:
+            self._holding = False
+        if self._held:
+            self.update()
 
     # -- drawing -----------------------------------------------------------------------------
     def render_png(self, result, values, *, fresh: bool = False) -> bytes:
@@ -166,11 +185,10 @@ class Explorer(W.VBox):
 
         Figures are kept per layout key (say, one per sentence), so that coming back to a layout
         already drawn takes the fast path too. ``fresh=True`` draws from scratch in a new figure
-        and leaves the kept figures as they are (what the fast path is compared with).
+        and leaves the kept figures as they are (:meth:`redraw_pixels`, encoded).
         """
         if fresh:
-            fig, _, background = self._new_figure(result, values)
-            return self._blit_png(fig, background, _animated_artists(fig))
+            return _png(self.redraw_pixels(result, values))
         key = self.layout_key(values)
         fig, refresh, background = self._drawn.get(key, (None, None, None))
         if key in self._drawn:
@@ -183,7 +201,13 @@ class Explorer(W.VBox):
             while len(self._drawn) > self.MAX_CACHED_LAYOUTS:  # a few MB each: keep the newest
                 self._drawn.popitem(last=False)
             artists = _animated_artists(fig)
-        return self._blit_png(fig, background, artists)
+        return _png(_blit(fig, background, artists))
+
+    def redraw_pixels(self, result, values) -> np.ndarray:
+        """The pixels (H, W, 4) of `result` drawn from scratch in a new figure, the kept figures
+        left as they are: what the fast path is compared with."""
+        fig, _, background = self._new_figure(result, values)
+        return _blit(fig, background, _animated_artists(fig))
 
     def _new_figure(self, result, values):
         """A new figure drawn by `draw`: (figure, its fast path or None, the static background)."""
@@ -193,17 +217,6 @@ class Explorer(W.VBox):
         fig.canvas.draw()  # everything except the artists marked animated
         background = fig.canvas.copy_from_bbox(fig.bbox)
         return fig, refresh, background
-
-    @staticmethod
-    def _blit_png(fig, background, artists) -> bytes:
-        """The static background with `artists` drawn on top, as PNG bytes."""
-        fig.canvas.restore_region(background)
-        for artist in artists:
-            fig.draw_artist(artist)
-        rgba = np.asarray(fig.canvas.buffer_rgba())
-        buf = io.BytesIO()
-        PIL.Image.fromarray(rgba).save(buf, format="PNG", compress_level=1)
-        return buf.getvalue()
 
     def update(self):
         """Recompute and redraw; on error keep the last figure and show the traceback."""
@@ -243,6 +256,21 @@ class Explorer(W.VBox):
 
 def _animated_artists(fig) -> list:
     return [a for a in fig.findobj() if a.get_animated()]
+
+
+def _blit(fig, background, artists) -> np.ndarray:
+    """The static background with `artists` drawn on top: the figure's pixels (H, W, 4), a view
+    of its canvas (the next draw changes them)."""
+    fig.canvas.restore_region(background)
+    for artist in artists:
+        fig.draw_artist(artist)
+    return np.asarray(fig.canvas.buffer_rgba())
+
+
+def _png(rgba: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    PIL.Image.fromarray(rgba).save(buf, format="PNG", compress_level=1)
+    return buf.getvalue()
 
 
 # ── building fast paths ─────────────────────────────────────────────────────────────────────
@@ -337,7 +365,7 @@ def assert_fast_path_matches_redraw(explorer: Explorer, control: str, value) -> 
         raise AssertionError(f"{where}: drawn from scratch (a new layout, or refresh returned "
                              "None), so there is no fast path to compare")
     fast = png_pixels(explorer.image.value)
-    full = png_pixels(explorer.render_png(explorer.result, explorer.values(), fresh=True))
+    full = explorer.redraw_pixels(explorer.result, explorer.values())  # as PNG would decode
     if fast.shape != full.shape:
         raise AssertionError(f"{where}: fast path image {fast.shape}, full redraw {full.shape}")
     differ = np.any(fast != full, axis=-1)  # (H, W)
