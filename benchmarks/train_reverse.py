@@ -5,6 +5,7 @@
     OPENBLAS_NUM_THREADS=1 python benchmarks/train_reverse.py --seeds 0 1 2 3 4 --recipes --warmup
     OPENBLAS_NUM_THREADS=1 python benchmarks/train_reverse.py --seeds 0 1 2 3 4 --save  # data/
     python benchmarks/train_reverse.py --vs-torch         # one step against PyTorch's, 1 thread
+    OPENBLAS_NUM_THREADS=1 python benchmarks/train_reverse.py --live --seeds 0 1 2 3 4 5 6 7
 
 For each seed it trains `helpers.reversal.train_reverse(seed)`, notebook 07's recipe (the paper's
 warm-up, then a linear decay to 0 at step 600, gradients clipped to norm 2, no early stop), and
@@ -28,6 +29,10 @@ was seen while it was tuned, so it is no test set (notebook 07 draws its test se
           parameters each), one thread each, in one process, on the same batches, the two
           alternating step by step (which goes first alternates too); prints both medians and
           the ratio. PyTorch is optional: `pip install -r requirements-bench.txt`.
+--live    instead, notebook 07's live run (section 10: 240 steps, warm-up 40) for each seed, and
+          whether it passes the notebook's checks of that run: validation and validation 2
+          (all, and lengths 4-10) at least 0.99, the mean loss of the last 50 steps within 0.05 of
+          its floor; and the share of clipped steps, which the notebook only prints.
 This is a benchmark that prints figures, not a timed test.
 """
 
@@ -254,6 +259,33 @@ def vs_torch(seed: int, steps: int = 120, skip: int = 20) -> int:
     return 0
 
 
+def live(seeds: list[int]) -> int:
+    """Notebook 07's live run for each seed, against the checks the notebook makes of it."""
+    q = np.full(13, 0.1 / 13)  # the smoothed target of notebook 07 section 6: 13 tokens, 0.1
+    q[0] += 0.9
+    floor = float(-(q * np.log(q)).sum())  # the lowest loss: the entropy of q
+    print(f"notebook 07's live run (240 steps, warm-up 40); floor {floor:.3f}")
+    print(f"{'seed':>4s} {'seconds':>8s} {'val':>6s} {'val 2':>6s} {'4-10':>6s} {'loss':>6s} "
+          f"{'clipped':>8s}  checks")
+    passed = 0
+    for seed in seeds:
+        start = time.perf_counter()
+        model, history, task = train_reverse(seed, steps=240, warmup=40, eval_every=80)
+        seconds = time.perf_counter() - start
+        val2 = task["val2"]
+        correct = exact_match(model, val2["src"], val2["tgt_out"])
+        unseen = val2["lengths"] >= 4
+        loss = float(np.mean(history["loss"][-50:]))
+        ok = (min(history["accuracy"][-1], correct.mean(), correct[unseen].mean()) >= 0.99
+              and 0 <= loss - floor <= 0.05)
+        passed += ok
+        print(f"{seed:4d} {seconds:8.1f} {history['accuracy'][-1]:6.3f} {correct.mean():6.3f} "
+              f"{correct[unseen].mean():6.3f} {loss:6.3f} "
+              f"{np.mean(np.array(history['grad_norm']) > 2):8.0%}  {'pass' if ok else 'FAIL'}")
+    print(f"the notebook's checks pass for {passed} of {len(seeds)} seeds")
+    return 0 if passed == len(seeds) else 1
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[NOTEBOOK_SEED])
@@ -264,7 +296,11 @@ def main() -> None:
     parser.add_argument("--save", action="store_true", help="write data/reverse_*.{npz,json}")
     parser.add_argument("--vs-torch", action="store_true", help="instead, time one training "
                         "step against the same model in PyTorch (requirements-bench.txt)")
+    parser.add_argument("--live", action="store_true", help="instead, notebook 07's live run "
+                        "(240 steps) for each seed, against the notebook's checks")
     args = parser.parse_args()
+    if args.live:
+        sys.exit(live(args.seeds))
     if args.vs_torch:
         sys.exit(vs_torch(args.seeds[0]))
     if args.save and sorted(args.seeds) != [0, 1, 2, 3, 4]:

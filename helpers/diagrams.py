@@ -156,7 +156,9 @@ def heads_diagram(x, n_heads, *, cell=0.22):
     ax.set_axis_off()
 
     def draw_stage(x0, y0, kind):
-        """Cells of sequence 0 with lower left corner (x0, y0); frames by token or head."""
+        """Cells of sequence 0 with lower left corner (x0, y0); frames by token or head.
+        add_artist, not add_patch: the limits are set at the end, so the data limits that
+        add_patch would update for each of the hundreds of cells are never used."""
         step = {"flat": 0.0, "mixed": 0.0, "input": 0.0, "cut": gap_cut, "heads": gap_heads}[kind]
         for t in range(T):
             for c in range(d_model):
@@ -164,17 +166,17 @@ def heads_diagram(x, n_heads, *, cell=0.22):
                 left = x0 + c * cell + head * step
                 grey = kind in ("input", "mixed")  # every head reads all of x; W_o mixes them
                 colour = "0.6" if grey else HEAD_COLOURS[head]
-                ax.add_patch(plt.Rectangle((left, y0 + (T - 1 - t) * cell), cell, cell,
-                                           facecolor=colour, edgecolor="white",
-                                           linewidth=0.6))
+                ax.add_artist(plt.Rectangle((left, y0 + (T - 1 - t) * cell), cell, cell,
+                                            facecolor=colour, edgecolor="white",
+                                            linewidth=0.6))
         frame = {"lw": 1.2, "edgecolor": "black", "facecolor": "none"}
         if kind == "heads":
             for i in range(h):
-                ax.add_patch(plt.Rectangle((x0 + i * (d_k * cell + step), y0), d_k * cell,
-                                           height, **frame))
+                ax.add_artist(plt.Rectangle((x0 + i * (d_k * cell + step), y0), d_k * cell,
+                                            height, **frame))
         else:
             for t in range(T):
-                ax.add_patch(plt.Rectangle((x0, y0 + t * cell), widths[kind], cell, **frame))
+                ax.add_artist(plt.Rectangle((x0, y0 + t * cell), widths[kind], cell, **frame))
 
     def row(stages, ops, y0, right_to_left):
         xs, pos = [], 0.0

@@ -88,6 +88,11 @@ def heatmap(
 
     n = max(n_rows, n_cols)
     size = label_fontsize(n)
+    # tick parameters first: the ticks below are made with them, not made and then changed
+    ax.tick_params(length=0)
+    rotate = col_labels and max((len(s) for s in col_labels), default=0) > 2
+    if rotate:
+        ax.tick_params(axis="x", labelrotation=90 if n_cols > 12 else 45)
     if col_labels is False:  # no ticks at all (inner panels of a grid; ticks are costly)
         ax.set_xticks([])
     else:
@@ -96,13 +101,10 @@ def heatmap(
         ax.set_yticks([])
     else:
         ax.set_yticks(np.arange(n_rows), row_labels or range(n_rows), fontsize=size)
-    if col_labels and max((len(s) for s in col_labels), default=0) > 2:
-        ax.tick_params(axis="x", labelrotation=90 if n_cols > 12 else 45)
-        if n_cols <= 12:
-            for t in ax.get_xticklabels():
-                t.set_horizontalalignment("right")
-                t.set_rotation_mode("anchor")
-    ax.tick_params(length=0)
+    if rotate and n_cols <= 12:
+        for t in ax.get_xticklabels():
+            t.set_horizontalalignment("right")
+            t.set_rotation_mode("anchor")
     if xlabel:
         ax.set_xlabel(xlabel, fontsize=size + 1)
     if ylabel:

@@ -5,6 +5,8 @@ explicit Jacobians, other spellings, another order of operations. tests/test_che
 that the checker names exactly the mistake each one makes.
 """
 
+import copy
+
 import numpy as np
 
 from helpers import checks
@@ -152,6 +154,11 @@ def lrate_one_step_ahead(step, d_model, warmup):
 def lrate_power_precedence(step, d_model, warmup):
     step = np.asarray(step, dtype=float)
     return d_model ** -1/2 * np.minimum(step ** -1/2, step * warmup ** -3/2)
+
+
+def lrate_python_min_on_arrays(step, d_model, warmup):
+    decay, rise = 1 / np.sqrt(step), step / warmup ** 1.5
+    return max(0.0, min(decay, rise)) / np.sqrt(d_model)  # Python's min and max: one number
 
 
 # ── 07.4 · one Adam step ──────────────────────────────────────────────────────────────────────
@@ -431,6 +438,15 @@ def smoothed_ce_log_of_softmax(logits, targets, epsilon, ignore_id):
     return float(-(q * log_p).sum(-1)[keep].mean())
 
 
+def smoothed_ce_log_of_softmax_plus_1e_12(logits, targets, epsilon, ignore_id):
+    e = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    log_p = np.log(e / e.sum(axis=-1, keepdims=True) + 1e-12)  # "+ 1e-12 so that log never sees 0"
+    n = logits.shape[-1]
+    q = (1 - epsilon) * _one_hot(targets, n) + epsilon / n
+    keep = targets != ignore_id
+    return float(-(q * log_p).sum(-1)[keep].mean())
+
+
 def smoothed_ce_no_max_shift(logits, targets, epsilon, ignore_id):
     log_p = logits - np.log(np.sum(np.exp(logits), axis=-1, keepdims=True))
     n = logits.shape[-1]
@@ -445,6 +461,19 @@ def smoothed_ce_spread_over_other_tokens(logits, targets, epsilon, ignore_id):
     q = (1 - epsilon) * hot + epsilon / (n - 1) * (1 - hot)  # "the rest share epsilon"
     keep = targets != ignore_id
     return float(-(q * _log_p(logits)).sum(-1)[keep].mean())
+
+
+def smoothed_ce_annotated_transformer_convention(logits, targets, epsilon, ignore_id):
+    n = logits.shape[-1]
+    losses = []
+    for r in np.ndindex(targets.shape):
+        if targets[r] == ignore_id:
+            continue
+        q = np.full(n, epsilon / (n - 2))  # true_dist.fill_(smoothing / (size - 2))
+        q[targets[r]] = 1 - epsilon  # scatter_(confidence)
+        q[ignore_id] = 0.0  # true_dist[:, padding_idx] = 0
+        losses.append(-np.dot(q, _log_p(logits[r])))
+    return float(np.mean(losses))
 
 
 def smoothed_ce_target_overwritten(logits, targets, epsilon, ignore_id):
@@ -487,6 +516,52 @@ def smoothed_ce_sum_not_mean(logits, targets, epsilon, ignore_id):
     return float(-(q * _log_p(logits)).sum(-1)[targets != ignore_id].sum())
 
 
+# ── 07.8 · the embedding's backward ───────────────────────────────────────────────────────────
+
+
+def embedding_backward_fancy_index_add(tokens, d_x, n_vocab, scale):
+    d_table = np.zeros((n_vocab, d_x.shape[-1]))
+    d_table[tokens] += d_x * scale  # "each token gets its rows"
+    return d_table
+
+
+def embedding_backward_scale_forgotten(tokens, d_x, n_vocab, scale):
+    d_table = np.zeros((n_vocab, d_x.shape[-1]))
+    np.add.at(d_table, tokens, d_x)
+    return d_table
+
+
+def embedding_backward_scale_divided(tokens, d_x, n_vocab, scale):
+    one_hot = np.eye(n_vocab)[tokens.ravel()]
+    return one_hot.T @ d_x.reshape(-1, d_x.shape[-1]) / scale  # "undo the scaling"
+
+
+def embedding_backward_scale_squared(tokens, d_x, n_vocab, scale):
+    d_table = np.zeros((n_vocab, d_x.shape[-1]))
+    for t, row in zip(tokens.ravel(), d_x.reshape(-1, d_x.shape[-1])):
+        d_table[t] += row * scale
+    return d_table * scale  # scaled inside the loop and again at the end
+
+
+def embedding_backward_transposed(tokens, d_x, n_vocab, scale):
+    one_hot = (tokens.reshape(-1, 1) == np.arange(n_vocab)).astype(float)  # (N, V)
+    return scale * d_x.reshape(-1, d_x.shape[-1]).T @ one_hot  # (d_model, V)
+
+
+def embedding_backward_batch_summed(tokens, d_x, n_vocab, scale):
+    d_table = np.zeros((n_vocab, d_x.shape[-1]))
+    if tokens.ndim == 1:
+        tokens, d_x = tokens[None], d_x[None]
+    summed = d_x.sum(axis=0)  # "add up the batch first"
+    for t in range(tokens.shape[1]):
+        d_table[tokens[0, t]] += scale * summed[t]
+    return d_table
+
+
+def embedding_backward_returns_d_x(tokens, d_x, n_vocab, scale):
+    return np.array(d_x)  # "the lookup just passes the gradient through"
+
+
 WRONG = {
     "softmax-backward-no-correction-term": softmax_backward_no_correction_term,
     "softmax-backward-diagonal-only": softmax_backward_diagonal_only,
@@ -509,6 +584,7 @@ WRONG = {
     "lrate-max-not-min": lrate_max_not_min,
     "lrate-one-step-ahead": lrate_one_step_ahead,
     "lrate-power-precedence": lrate_power_precedence,
+    "lrate-python-min-on-arrays": lrate_python_min_on_arrays,
     "adam-no-bias-correction": adam_no_bias_correction,
     "adam-eps-inside-sqrt": adam_eps_inside_sqrt,
     "adam-v-from-g": adam_v_from_g,
@@ -543,14 +619,23 @@ WRONG = {
     "rms-backward-d_gamma-from-x": rms_backward_d_gamma_from_x,
     "rms-backward-d_gamma-summed-over-axis-0": rms_backward_d_gamma_summed_over_axis_0,
     "smoothed-ce-log-of-softmax": smoothed_ce_log_of_softmax,
+    "smoothed-ce-log-of-softmax-plus-1e-12": smoothed_ce_log_of_softmax_plus_1e_12,
     "smoothed-ce-no-max-shift": smoothed_ce_no_max_shift,
     "smoothed-ce-spread-over-other-tokens": smoothed_ce_spread_over_other_tokens,
+    "smoothed-ce-annotated-transformer-convention": smoothed_ce_annotated_transformer_convention,
     "smoothed-ce-target-overwritten": smoothed_ce_target_overwritten,
     "smoothed-ce-target-only": smoothed_ce_target_only,
     "smoothed-ce-no-smoothing": smoothed_ce_no_smoothing,
     "smoothed-ce-ignored-rows-counted": smoothed_ce_ignored_rows_counted,
     "smoothed-ce-mean-over-all-rows": smoothed_ce_mean_over_all_rows,
     "smoothed-ce-sum-not-mean": smoothed_ce_sum_not_mean,
+    "embedding-backward-fancy-index-add": embedding_backward_fancy_index_add,
+    "embedding-backward-scale-forgotten": embedding_backward_scale_forgotten,
+    "embedding-backward-scale-divided": embedding_backward_scale_divided,
+    "embedding-backward-scale-squared": embedding_backward_scale_squared,
+    "embedding-backward-transposed": embedding_backward_transposed,
+    "embedding-backward-batch-summed": embedding_backward_batch_summed,
+    "embedding-backward-returns-d_x": embedding_backward_returns_d_x,
 }
 
 
@@ -641,12 +726,13 @@ def test_the_gradient_check_cases_say_what_they_give():
     assert values[1] < 1e-8 and "right gradient" in ex.cases[1].label
     assert values[2] > 0.1 and "wrong gradient" in ex.cases[2].label
     assert values[3] == 1.0 and "g = 0" in ex.cases[3].label
-    # what the mistakes do to the right gradient: each lands near or past the bar 1e-6
-    right = ex.cases[1].args
-    assert 1e-8 < gradient_check_one_sided(*right) < 1e-6
-    assert 1e-8 < gradient_check_not_restored(*right) < 1e-6
-    assert gradient_check_step_too_large(*right) > 1e-6
-    assert gradient_check_step_too_small(*right) > 1e-6
+    # what the mistakes do to the right gradient: each lands near or past the bar 1e-6 (each on
+    # its own copy of the case: gradient_check_not_restored moves x in place)
+    right = ex.cases[1].arguments
+    assert 1e-8 < gradient_check_one_sided(*copy.deepcopy(right()[0])) < 1e-6
+    assert 1e-8 < gradient_check_not_restored(*copy.deepcopy(right()[0])) < 1e-6
+    assert gradient_check_step_too_large(*copy.deepcopy(right()[0])) > 1e-6
+    assert gradient_check_step_too_small(*copy.deepcopy(right()[0])) > 1e-6
 
 
 def test_a_learner_who_copies_x_for_every_entry_passes():
@@ -725,3 +811,76 @@ def test_the_library_cross_entropy_is_not_credited():
         return cross_entropy(logits, targets, label_smoothing=epsilon, ignore_id=ignore_id)[0]
 
     assert checks.check(label_smoothed_cross_entropy).status == "not credited"
+
+
+def test_a_log_of_softmax_plus_a_tiny_number_is_finite_but_named():
+    ex = checks.CATALOGUE["07.7"]
+    assert np.isfinite(smoothed_ce_log_of_softmax_plus_1e_12(*ex.cases[1].args))
+    result = checks.check(smoothed_ce_log_of_softmax_plus_1e_12, "07.7")
+    assert result.mistakes == ("smoothed-ce-log-of-softmax-plus-1e-12",), result.message
+    assert "  case: a confident model" in result.message  # the only case where it differs
+
+
+def test_the_annotated_transformer_convention_is_named_kindly():
+    result = checks.check(smoothed_ce_annotated_transformer_convention, "07.7")
+    assert result.mistakes == ("smoothed-ce-annotated-transformer-convention",), result.message
+    assert "another convention" in result.message and "not a slip" in result.message
+
+
+def test_python_min_on_an_array_of_steps_points_to_np_minimum():
+    result = checks.check(lrate_python_min_on_arrays, "07.3")
+    assert result.mistakes == ("lrate-python-min-on-arrays",), result.message
+    assert "truth value" in result.message and "np.minimum" in result.message
+
+    def lrate(step, d_model, warmup):  # the same slip, Python's max this time
+        return d_model ** -0.5 / max(np.sqrt(step), warmup ** 1.5 / step)
+
+    assert checks.check(lrate).mistakes == ("lrate-python-min-on-arrays",)
+
+
+def test_the_embedding_hand_case_is_what_the_task_says():
+    ex = checks.CATALOGUE["07.8"]
+    np.testing.assert_array_equal(ex.reference(*ex.cases[0].args),
+                                  [[0, 0], [6, 8], [0, 0], [3, 4]])
+    tokens, _, n_vocab, scale = ex.cases[1].args
+    assert tokens.ndim == 2 and scale != 1 and len(np.unique(tokens)) < tokens.size
+    never = sorted(set(range(n_vocab)) - set(tokens.ravel().tolist()))
+    assert never == [3, 4, 6] and "3, 4 and 6 never occur" in ex.cases[1].label
+    assert not ex.reference(*ex.cases[1].args)[never].any()  # their rows are 0
+
+
+def test_a_right_embedding_backward_with_np_add_at_passes():
+    def embedding_backward(tokens, d_x, n_vocab, scale):
+        d_table = np.zeros((n_vocab, d_x.shape[-1]))
+        np.add.at(d_table, tokens, scale * d_x)  # tokens of any shape, every repeat added
+        return d_table
+
+    assert checks.check(embedding_backward), checks.check(embedding_backward).message
+
+
+def test_a_right_embedding_backward_with_a_one_hot_product_passes():
+    def embedding_backward(tokens, d_x, n_vocab, scale):
+        one_hot = np.eye(n_vocab)[tokens]  # (..., n_vocab)
+        return np.tensordot(one_hot, d_x, axes=(range(tokens.ndim), range(tokens.ndim))) * scale
+
+    assert checks.check(embedding_backward), checks.check(embedding_backward).message
+
+
+def test_an_embedding_backward_averaged_over_the_repeats_is_wrong_and_not_named():
+    def embedding_backward(tokens, d_x, n_vocab, scale):
+        d_table = np.zeros((n_vocab, d_x.shape[-1]))
+        np.add.at(d_table, tokens, d_x * scale)
+        counts = np.bincount(tokens.ravel(), minlength=n_vocab)
+        return d_table / np.maximum(counts, 1)[:, None]  # the mean of the repeats, not their sum
+
+    result = checks.check(embedding_backward)
+    assert result.status == "wrong" and result.mistakes == (), result.message
+
+
+def test_the_library_embedding_backward_is_not_credited():
+    from helpers.training import embedding_backward as library
+
+    def embedding_backward(tokens, d_x, n_vocab, scale):
+        return library(np.zeros((n_vocab, d_x.shape[-1])), tokens, d_x, scale)
+
+    assert checks.check(embedding_backward).status == "not credited"

@@ -7,8 +7,6 @@ names exactly the mistake each one makes.
 
 import heapq
 import math
-import subprocess
-import sys
 from collections import Counter, defaultdict
 
 import numpy as np
@@ -478,9 +476,10 @@ def test_the_messages_show_the_words_and_the_finished_candidates():
             "  got      finished: [(0, -1.204, -0.602), (1, -1.609, -0.8047)]") in message
 
 
-def test_the_grader_grades_a_python_file_of_notebook_11(tmp_path):
-    """A .py file of notebook 11's functions, from the shell (the solved notebook itself passes in
-    tests/test_grader.py, with the other ten)."""
+def test_the_grader_grades_a_python_file_of_notebook_11(tmp_path, capsys):
+    """A .py file of notebook 11's functions, through the command line's `main` (what `python -m
+    helpers.checks` runs, tested from the shell in tests/test_grader.py; the solved notebook
+    itself passes there, with the other ten)."""
     wrong = tmp_path / "11_wrong.py"
     wrong.write_text("import numpy as np\nfrom collections import Counter\n\n\n"
                      "def bpe_step(spelled):\n"
@@ -492,9 +491,9 @@ def test_the_grader_grades_a_python_file_of_notebook_11(tmp_path):
                      "    return pair, {tuple(' '.join(w).replace(' '.join(pair), ''.join(pair))"
                      ".split()): n\n"
                      "                  for w, n in spelled.items()}\n", encoding="utf-8")
-    out = subprocess.run([sys.executable, "-m", "helpers.checks", str(wrong)],
-                         capture_output=True, text=True)
-    assert out.returncode == 1, out.stdout + out.stderr
-    assert "-- 11_wrong.py: 0 of 4 exercises passed" in out.stdout, out.stdout
-    assert "✗ 11.2 beam_step: 11_wrong.py defines no beam_step." in out.stdout
-    assert "✗ 11.1 bpe_step: wrong on" in out.stdout  # two mistakes at once: no one named
+    code = checks.main([str(wrong)])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert "-- 11_wrong.py: 0 of 4 exercises passed" in out, out
+    assert "✗ 11.2 beam_step: 11_wrong.py defines no beam_step." in out
+    assert "✗ 11.1 bpe_step: wrong on" in out  # two mistakes at once: no one named

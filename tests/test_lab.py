@@ -70,8 +70,8 @@ def wait_until_it_answers(proc, base: str, token: str) -> dict:
             pytest.fail(f"make lab exited with {proc.returncode}:\n{proc.stdout.read()[-3000:]}")
         try:
             return get(f"{base}/api/status?token={token}")
-        except OSError:
-            time.sleep(0.5)
+        except OSError:  # not listening yet: ask again a tenth of a second later
+            time.sleep(0.1)
     pytest.fail(f"JupyterLab did not answer on {base} within {START_TIMEOUT} s")
 
 

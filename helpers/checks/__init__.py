@@ -58,7 +58,8 @@ The catalogue, one module per notebook (each exercise lists its mistakes):
 * ``decoder``   06: the decoder block with cross-attention, greedy decoding, the parameter count,
   the teacher-forced decoder input and labels of a padded batch
 * ``training``  07: softmax and LayerNorm backward, the warm-up schedule, Adam, a gradient check,
-  RMSNorm backward, the label-smoothed cross-entropy of a padded batch
+  RMSNorm backward, the label-smoothed cross-entropy of a padded batch, the embedding's backward
+  with repeated tokens
 * ``cost``      08: attention without the n x n matrix, and what it costs, with a causal mask
 * ``modern``    09: RMSNorm, SwiGLU, RoPE, grouped-query attention, a model's KV cache in bytes,
   a sliding-window mask

@@ -142,6 +142,8 @@ class Child:
         selector = selectors.DefaultSelector()
         for fd in self._fds:
             selector.register(fd, selectors.EVENT_READ)
+        if self.zygote is not None:  # its word that the worker ended wakes the wait at once
+            selector.register(self.zygote.sock, selectors.EVENT_READ)
         try:
             while True:
                 wait = deadline() - time.monotonic()
@@ -150,8 +152,11 @@ class Child:
                     self.killed = True
                     break
                 for key, _ in selector.select(min(wait, 0.05)):
-                    yield from self._read(key.fd, selector)
+                    if key.fd in self._fds:  # not the zygote's socket: _ended reads that
+                        yield from self._read(key.fd, selector)
                 if self._ended():  # what it wrote before it ended is still read
+                    if self.zygote is not None:
+                        selector.unregister(self.zygote.sock)
                     self.kill()  # what it started too
                     end = time.monotonic() + 1
                     while selector.get_map() and time.monotonic() < end:

@@ -142,6 +142,32 @@ def _call(fn, case):
         return fn(*args, **kwargs)
 
 
+_MODELS: dict = {}  # (id(fn), id(case)) -> (fn, case, value, error): fn and case kept, ids kept
+
+
+def _model(fn, case):
+    """(value, None) for the reference's or a mistake model's call on a case, or (None, the
+    exception it raised): once per process and case (they are pure), its arrays read-only so that
+    no comparison changes them; a probe (08.3's memory, 08.4's work) runs every time."""
+    key = (id(fn), id(case))
+    if case.probe is not None or key not in _MODELS:
+        try:
+            _MODELS[key] = (fn, case, _read_only(_call(fn, case)), None)
+        except Exception as error:
+            _MODELS[key] = (fn, case, None, error.with_traceback(None))
+    return _MODELS[key][2:]
+
+
+def _read_only(value):
+    """value, its arrays (in tuples and lists too; no result holds one in a dict) read-only."""
+    if isinstance(value, np.ndarray):
+        value = value.view()  # the array itself, perhaps one the function keeps, stays as it was
+        value.flags.writeable = False
+    elif type(value) in (tuple, list):
+        value = type(value)(map(_read_only, value))
+    return value
+
+
 def _parts(value, names):
     """A returned value as a list of (name, array-or-other) pairs."""
     if isinstance(value, (tuple, list)) and len(names) > 1:
@@ -362,12 +388,19 @@ def time_limit(seconds=None):
             signal.setitimer(signal.ITIMER_REAL, max(outer_left - (time.monotonic() - start), 1e-3))
 
 
+def _result(fn, case):  # _model's value, or the exception it keeps, raised again
+    value, error = _model(fn, case)
+    if error is not None:
+        raise error.with_traceback(None)
+    return value
+
+
 def _matches(mistake, ex, got, dtype=True):
     """Whether the learner's results equal the mistake's model on every case (with dtype=False,
     in values only: a float32 result that came back float64)."""
     for case, value in zip(ex.cases, got):
         try:
-            if not same(_call(mistake.model, case), value, ex.rtol, ex.atol, dtype):
+            if not same(_result(mistake.model, case), value, ex.rtol, ex.atol, dtype):
                 return False
         except Exception:  # a model that cannot run a case does not match it
             return False
@@ -380,11 +413,8 @@ def _raises_like(mistake, ex, got):
     which reverses every axis, runs on one sequence and fails its matrix product on a batch)."""
     if not _matches(mistake, ex, got.outputs):  # zip: only the cases that returned
         return False
-    try:
-        _call(mistake.model, ex.cases[len(got.outputs)])
-    except Exception as error:
-        return f"{type(error).__name__}: {error}" == got.said
-    return False
+    _, error = _model(mistake.model, ex.cases[len(got.outputs)])
+    return error is not None and f"{type(error).__name__}: {error}" == got.said
 
 
 _ABSENT = object()  # a parameter a case leaves at its default
@@ -601,7 +631,7 @@ def verdict(ex: Exercise, got: Answer) -> Result:
         matches = [m for m in ex.mistakes if _raises_like(m, ex, got)]
         if len(matches) == 1:
             m = matches[0]
-            expected = _parts(_call(ex.reference, case), ex.outputs)[0]
+            expected = _parts(_result(ex.reference, case), ex.outputs)[0]
             return Result(ex.key, ex.name, "mistake",
                           f"{header}: {m.says}\n  case: {case.label}\n"
                           f"  expected {expected[0]}: {_show(expected[1])}\n"
@@ -628,7 +658,7 @@ def verdict(ex: Exercise, got: Answer) -> Result:
                       f"{header}: did not finish: its answer could not be read.")
     names = ex.outputs
     got = list(got.outputs)
-    expected = [_call(ex.reference, case) for case in ex.cases]
+    expected = [_result(ex.reference, case) for case in ex.cases]
     wrong = [i for i, (e, g) in enumerate(zip(expected, got)) if not same(e, g, ex.rtol, ex.atol)]
     if not wrong:
         return Result(ex.key, ex.name, "passed",
@@ -639,9 +669,10 @@ def verdict(ex: Exercise, got: Answer) -> Result:
         matches = [m for m in ex.mistakes if _matches(m, ex, got, dtype=False)]  # the dtype
         if matches:
             dtype_note = _dtype_note(ex, expected, got)
-    shown = [(i, _first_difference(expected[i], got[i], names, ex.rtol, ex.atol)) for i in wrong]
-    i, (part, where, e_text, g_text) = next(
-        ((i, d) for i, d in shown if d[2] != d[3]), shown[0])  # a case where the texts differ
+    shown = ((i, _first_difference(expected[i], got[i], names, ex.rtol, ex.atol)) for i in wrong)
+    first = next(shown)  # or, if its texts are equal, the first case where the texts differ
+    i, (part, where, e_text, g_text) = first if first[1][2] != first[1][3] else next(
+        ((i, d) for i, d in shown if d[2] != d[3]), first)
     notes = ""
     if e_text == g_text:
         largest = _largest_difference(expected[i], got[i], names)

@@ -1,12 +1,19 @@
 """Exercises of notebook 07: softmax and LayerNorm backward, the warm-up schedule, Adam, a
-gradient check by central differences, RMSNorm backward, and the label-smoothed cross-entropy of
-a padded batch."""
+gradient check by central differences, RMSNorm backward, the label-smoothed cross-entropy of a
+padded batch, and the embedding's backward with repeated tokens."""
 
 import numpy as np
 
 from helpers.checks.core import Case, Exercise, Mistake
 from helpers.modern import RMSNorm
-from helpers.training import Adam, cross_entropy, gradient_check, lrate, softmax_backward
+from helpers.training import (
+    Adam,
+    cross_entropy,
+    embedding_backward,
+    gradient_check,
+    lrate,
+    softmax_backward,
+)
 from helpers.transformer import LayerNorm, NormCache, softmax
 
 _rng = np.random.default_rng(107)  # the cases are the same on every run and every machine
@@ -202,6 +209,12 @@ LRATE = Exercise(
                 "(x ** -3) / 2): write the powers as -0.5 and -1.5", _LR,
                 lambda step, d_model, warmup: (d_model**-1 / 2) * np.minimum(
                     np.asarray(step, dtype=float)**-1 / 2, step * warmup**-3 / 2)),
+        Mistake("lrate-python-min-on-arrays",
+                "Python's min (or max, or an if) compares whole arrays, and an array of several "
+                "steps has no single truth value: np.minimum (np.maximum) compares them entry "
+                "by entry", _LR,
+                lambda step, d_model, warmup: d_model**-0.5 * min(step**-0.5,
+                                                                  step * warmup**-1.5)),
     ),
 )
 
@@ -552,11 +565,15 @@ def _ce_model(*, log_p="stable", q="all", rows="counted"):
         n_vocab, counted = x.shape[-1], targets != ignore_id
         if log_p == "log-softmax":  # np.log(softmax(x)): log(0) = -inf
             lp = np.log(softmax(x))
+        elif log_p == "log-softmax-plus-tiny":  # finite, but log(1e-12) where p underflows
+            lp = np.log(softmax(x) + 1e-12)
         else:  # "no-shift" leaves out the maximum, so exp overflows for large logits
             top = 0.0 if log_p == "no-shift" else x.max(axis=-1, keepdims=True)
             lp = x - top - np.log(np.exp(x - top).sum(axis=-1, keepdims=True))
         one = np.eye(n_vocab)[np.where(counted, targets, 0)]  # (..., n_vocab) one-hot
+        not_pad = np.arange(n_vocab) != ignore_id  # the Annotated Transformer's: no mass on pad
         share = {"all": epsilon / n_vocab, "others": epsilon / (n_vocab - 1) * (1 - one),
+                 "annotated": epsilon / (n_vocab - 2) * (1 - one) * not_pad,
                  "overwritten": epsilon / n_vocab * (1 - one), "target": 0.0, "none": 0.0}[q]
         per_row = -((share + (1 - (0 if q == "none" else epsilon)) * one) * lp).sum(axis=-1)
         if rows == "all":  # ignore_id not applied: every row's loss, averaged
@@ -593,6 +610,11 @@ SMOOTHED_CROSS_ENTROPY = Exercise(
                 "log 0 = -inf; with smoothing every token's log-probability enters the loss, so "
                 "it is infinite. Compute log p = x - max - log(sum(exp(x - max))) directly",
                 _CE, _ce_model(log_p="log-softmax")),
+        Mistake("smoothed-ce-log-of-softmax-plus-1e-12",
+                "np.log(softmax(logits) + 1e-12): finite, but wrong wherever a probability is "
+                "below about 1e-12 (log p is e.g. -1000 there, not log 1e-12 ≈ -27.6). Compute "
+                "log p = x - max - log(sum(exp(x - max))) directly", _CE,
+                _ce_model(log_p="log-softmax-plus-tiny")),
         Mistake("smoothed-ce-no-max-shift",
                 "log p = x - log(sum(exp(x))) without subtracting the maximum first: exp(1000) "
                 "overflows to inf. Subtract each row's maximum before exp", _CE,
@@ -602,6 +624,12 @@ SMOOTHED_CROSS_ENTROPY = Exercise(
                 "on the target: that is another common convention (fairseq's), not a slip, but "
                 "not this exercise's: here, as in notebook 07, every token gets ε/n_vocab, the "
                 "target included, and the target 1 - ε on top", _CE, _ce_model(q="others")),
+        Mistake("smoothed-ce-annotated-transformer-convention",
+                "the smoothing is spread over the tokens other than the target and <pad> "
+                "(ignore_id), ε/(n_vocab - 2) each, with nothing on <pad>: that is another "
+                "convention (the Annotated Transformer's), not a slip, but not this exercise's: "
+                "here, as in notebook 07, every token gets ε/n_vocab, <pad> and the target "
+                "included, and the target 1 - ε on top", _CE, _ce_model(q="annotated")),
         Mistake("smoothed-ce-target-overwritten",
                 "the target's entry is set to 1 - ε, not raised by 1 - ε: it loses its own "
                 "share ε/n_vocab, and q no longer sums to 1 (q[t] += 1 - ε, not q[t] = 1 - ε)",
@@ -626,5 +654,77 @@ SMOOTHED_CROSS_ENTROPY = Exercise(
     ),
 )
 
+# ── 07.8 · the embedding's backward (a transfer: §7's lookup, with repeated tokens) ──────────
+
+_EMB = "07 §7 · Embeddings, the output projection, the whole model"
+_REPEATED = _EMB + " (and Going further · Embeddings: a repeated token)"
+
+
+def _embedding_backward(tokens, d_x, n_vocab, scale):
+    """The library's embedding_backward, on a table of n_vocab rows (its values do not matter)."""
+    return embedding_backward(np.zeros((n_vocab, d_x.shape[-1])), tokens, d_x, scale)
+
+
+def _emb_model(*, how="add.at", power=1):
+    def model(tokens, d_x, n_vocab, scale):
+        tokens, d_x = np.asarray(tokens), np.asarray(d_x, dtype=float)
+        ids, rows = tokens.reshape(-1), d_x.reshape(-1, d_x.shape[-1])
+        if how == "batch-summed" and tokens.ndim > 1:  # summed over the batch, first row's ids
+            ids, rows = tokens[0], d_x.sum(axis=0)
+        if how == "d_x":
+            return d_x.copy()
+        d_table = np.zeros((n_vocab, d_x.shape[-1]))
+        if how == "fancy":  # d_table[ids] += rows: a repeated id keeps one row only
+            d_table[ids] += rows
+        else:
+            np.add.at(d_table, ids, rows)
+        if how == "transposed":  # d_xᵀ @ one_hot: (d_model, n_vocab)
+            d_table = d_table.T
+        return d_table * scale**power
+    return model
+
+
+EMBEDDING_BACKWARD = Exercise(
+    key="07.8", name="embedding_backward", reference=_embedding_backward, see=_EMB,
+    cases=(
+        Case("tokens = [1, 3, 1], d_x = [[1, 2], [3, 4], [5, 6]], n_vocab = 4, scale = 1 "
+             "(by hand: [[0, 0], [6, 8], [0, 0], [3, 4]])",
+             (np.array([1, 3, 1]), np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]), 4, 1.0)),
+        Case("a batch: tokens (2, 4) with repeats, n_vocab = 7 (tokens 3, 4 and 6 never occur), "
+             "d_model = 3, scale = √3",
+             (np.array([[2, 5, 2, 1], [5, 2, 0, 2]]), _rng.normal(size=(2, 4, 3)), 7,
+              float(np.sqrt(3)))),
+        Case("tokens (6,) with token 4 three times, n_vocab = 5, d_model = 8, scale = √8",
+             (np.array([4, 0, 4, 4, 2, 0]), _rng.normal(size=(6, 8)), 5, float(np.sqrt(8)))),
+    ),
+    mistakes=(
+        Mistake("embedding-backward-fancy-index-add",
+                "d_table[tokens] += rows: with a repeated token NumPy writes each distinct row "
+                "once, so the repeats overwrite each other instead of adding up; np.add.at, or "
+                "one_hotᵀ @ d_x, adds every occurrence", _REPEATED, _emb_model(how="fancy")),
+        Mistake("embedding-backward-scale-forgotten",
+                "the factor scale is missing: x = table[tokens] · scale, so the table's "
+                "gradient is multiplied by scale too", _EMB, _emb_model(power=0)),
+        Mistake("embedding-backward-scale-divided",
+                "the gradient is divided by scale: x = table[tokens] · scale, so it is "
+                "multiplied by it", _EMB, _emb_model(power=-1)),
+        Mistake("embedding-backward-scale-squared",
+                "scale is applied twice (scale²): x = table[tokens] · scale has scale once", _EMB,
+                _emb_model(power=2)),
+        Mistake("embedding-backward-transposed",
+                "the result is (d_model, n_vocab), d_xᵀ @ one_hot: the table's gradient has "
+                "one row per token, (n_vocab, d_model), one_hotᵀ @ d_x", _EMB,
+                _emb_model(how="transposed")),
+        Mistake("embedding-backward-batch-summed",
+                "the rows are summed over the batch and given to the first sequence's tokens: "
+                "each position of each sequence has its own token, so each row goes to its own "
+                "token's row", _EMB, _emb_model(how="batch-summed")),
+        Mistake("embedding-backward-returns-d_x",
+                "d_x itself is returned, one row per position: the table's gradient has one row "
+                "per token of the vocabulary, (n_vocab, d_model), each the sum of its "
+                "occurrences' rows (times scale)", _EMB, _emb_model(how="d_x")),
+    ),
+)
+
 EXERCISES = (SOFTMAX_BACKWARD, LAYER_NORM_BACKWARD, LRATE, ADAM_STEP, GRADIENT_ERROR,
-             RMS_NORM_BACKWARD, SMOOTHED_CROSS_ENTROPY)
+             RMS_NORM_BACKWARD, SMOOTHED_CROSS_ENTROPY, EMBEDDING_BACKWARD)

@@ -165,9 +165,9 @@ def _mask_figure(fig, result, values):
 def _token_labels(ax, T, *, xlabel, ylabel):
     """T key labels under `ax` and T query labels left of it, as texts the fast path sets."""
     size = label_fontsize(T)
+    ax.tick_params(length=2)  # first: the ticks below are made with it, not made and changed
     ax.set_xticks(np.arange(T), [""] * T)
     ax.set_yticks(np.arange(T), [""] * T)
-    ax.tick_params(length=2)
     ax.set_xlabel(xlabel, labelpad=30, fontsize=9)
     ax.set_ylabel(ylabel, labelpad=32, fontsize=9)
     keys = [ax.text(j, -0.02, "", transform=ax.get_xaxis_transform(), rotation=90,
