@@ -237,9 +237,10 @@ def estimate_loss(model, data, rng, *, batches=20, batch=12, context=64):
 
 
 def split_loss(model, data, *, context=64, rows=32):
-    """The loss over a whole split: every character predicted once, in consecutive windows of
-    `context` characters (each window read as in training, from its own first character), `rows`
-    windows per forward (small batches keep the activations in the CPU's cache)."""
+    """The loss over a whole split, in consecutive windows of `context` characters (each window
+    read as in training, from its own first character), `rows` windows per forward (small batches
+    keep the activations in the CPU's cache): every character predicted once, except the first
+    (nothing comes before it) and the last (len(data) - 1) % context (no whole window)."""
     context = check_int(context, "context", f"[1, {model.config.max_len}]")
     rows, data = check_positive_int(rows, "rows"), check_ids(data, "data", model.config.vocab,
                                                              ndim=1)

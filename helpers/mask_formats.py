@@ -35,7 +35,7 @@ def mask_to_additive(mask, dtype, fill=-np.inf):
     """An additive mask of `dtype`: 0 where attending is allowed, `fill` where blocked.
 
     Add it to the scores before the softmax. The fill is converted to `dtype` first, so a float32
-    mask stays float32 (a float64 constant would promote the scores to float64). A finite fill
+    mask stays float32 (a float64 array would promote the scores to float64). A finite fill
     that overflows `dtype` (-1e9 in float16) is refused rather than silently becoming -inf.
     """
     mask = np.asarray(mask)

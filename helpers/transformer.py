@@ -322,7 +322,7 @@ class FeedForward(Module):
     """Position-wise feed-forward network (paper §3.3): FFN(x) = ReLU(x W_1 + b_1) W_2 + b_2.
 
     The same two layers act on every position separately: nothing mixes positions. The paper
-    uses d_ff = 4 * d_model (512 -> 2048 -> 512).
+    uses d_ff = 2048 for d_model = 512 (512 -> 2048 -> 512).
     """
 
     param_names = ("W_1", "b_1", "W_2", "b_2")
@@ -374,7 +374,7 @@ class EncoderBlock(Module):
     residual connection and a LayerNorm.
 
     Post-LN, the paper's order and the default:   x = LN(x + MHA(x));  x = LN(x + FFN(x)).
-    Pre-LN (norm_first=True), common since 2019:  x = x + MHA(LN(x));  x = x + FFN(LN(x)).
+    Pre-LN (norm_first=True), GPT-2's order (2019):  x = x + MHA(LN(x));  x = x + FFN(LN(x)).
     dropout: the paper's residual dropout (P_drop = 0.1) on each sub-layer's output before it is
     added; it acts only in training mode (set_training), so forward is deterministic otherwise.
     """

@@ -271,7 +271,7 @@ def test_the_message_for_halves_quoted():
         "  expected result[0]: [0 1 0 1]\n"
         "  got      result[0]: [0 0 1 1]\n"
         "  Your result equals this mistake's on all 4 cases [pe-sin-cos-in-halves]. "
-        "See 03 §3 · The wavelengths."), message
+        "See 03 §3 · The wavelengths (its layout pitfall, detailed in Going further)."), message
 
 
 def test_the_rotation_hand_case_is_its_label_and_shifts_the_table():

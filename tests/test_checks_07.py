@@ -516,50 +516,58 @@ def smoothed_ce_sum_not_mean(logits, targets, epsilon, ignore_id):
     return float(-(q * _log_p(logits)).sum(-1)[targets != ignore_id].sum())
 
 
-# ── 07.8 · the embedding's backward ───────────────────────────────────────────────────────────
+# ── 07.8 · attention's backward ───────────────────────────────────────────────────────────────
 
 
-def embedding_backward_fancy_index_add(tokens, d_x, n_vocab, scale):
-    d_table = np.zeros((n_vocab, d_x.shape[-1]))
-    d_table[tokens] += d_x * scale  # "each token gets its rows"
-    return d_table
+def _t(a):  # the last two axes swapped, whatever the leading ones
+    return np.swapaxes(a, -1, -2)
 
 
-def embedding_backward_scale_forgotten(tokens, d_x, n_vocab, scale):
-    d_table = np.zeros((n_vocab, d_x.shape[-1]))
-    np.add.at(d_table, tokens, d_x)
-    return d_table
+def attention_backward_scale_forgotten(Q, K, V, weights, d_out):
+    d_P = d_out @ _t(V)
+    d_S = weights * (d_P - np.sum(weights * d_P, axis=-1, keepdims=True))
+    return d_S @ K, _t(d_S) @ Q, _t(weights) @ d_out  # "the scale is a constant"
 
 
-def embedding_backward_scale_divided(tokens, d_x, n_vocab, scale):
-    one_hot = np.eye(n_vocab)[tokens.ravel()]
-    return one_hot.T @ d_x.reshape(-1, d_x.shape[-1]) / scale  # "undo the scaling"
+def attention_backward_scale_multiplied(Q, K, V, weights, d_out):
+    scale = np.sqrt(Q.shape[-1])
+    d_P = np.einsum("...qv,...kv->...qk", d_out, V)
+    d_S = weights * (d_P - np.einsum("...qk,...qk->...q", d_P, weights)[..., None])
+    d_S = d_S * scale  # "the forward divided, so the backward multiplies"
+    return d_S @ K, _t(d_S) @ Q, np.einsum("...qk,...qv->...kv", weights, d_out)
 
 
-def embedding_backward_scale_squared(tokens, d_x, n_vocab, scale):
-    d_table = np.zeros((n_vocab, d_x.shape[-1]))
-    for t, row in zip(tokens.ravel(), d_x.reshape(-1, d_x.shape[-1])):
-        d_table[t] += row * scale
-    return d_table * scale  # scaled inside the loop and again at the end
+def attention_backward_divided_by_d_k(Q, K, V, weights, d_out):
+    d_k = Q.shape[-1]
+    d_P = d_out @ _t(V)
+    row = (d_P * weights).sum(-1)[..., None]
+    d_S = weights * (d_P - row) / d_k  # "divide by d_k"
+    return d_S @ K, _t(d_S) @ Q, _t(weights) @ d_out
 
 
-def embedding_backward_transposed(tokens, d_x, n_vocab, scale):
-    one_hot = (tokens.reshape(-1, 1) == np.arange(n_vocab)).astype(float)  # (N, V)
-    return scale * d_x.reshape(-1, d_x.shape[-1]).T @ one_hot  # (d_model, V)
+def attention_backward_key_gradient_not_scaled(Q, K, V, weights, d_out):
+    d_P = d_out @ _t(V)
+    d_S = weights * (d_P - (d_P * weights).sum(-1, keepdims=True))
+    d_Q = d_S @ K / np.sqrt(Q.shape[-1])
+    d_K = _t(d_S) @ Q  # the scale only where Q was
+    return d_Q, d_K, _t(weights) @ d_out
 
 
-def embedding_backward_batch_summed(tokens, d_x, n_vocab, scale):
-    d_table = np.zeros((n_vocab, d_x.shape[-1]))
-    if tokens.ndim == 1:
-        tokens, d_x = tokens[None], d_x[None]
-    summed = d_x.sum(axis=0)  # "add up the batch first"
-    for t in range(tokens.shape[1]):
-        d_table[tokens[0, t]] += scale * summed[t]
-    return d_table
+def attention_backward_softmax_no_correction(Q, K, V, weights, d_out):
+    d_S = weights * (d_out @ _t(V)) / np.sqrt(Q.shape[-1])  # "the derivative of exp is exp"
+    return d_S @ K, _t(d_S) @ Q, _t(weights) @ d_out
 
 
-def embedding_backward_returns_d_x(tokens, d_x, n_vocab, scale):
-    return np.array(d_x)  # "the lookup just passes the gradient through"
+def attention_backward_softmax_skipped(Q, K, V, weights, d_out):
+    d_S = np.matmul(d_out, _t(V)) / np.sqrt(Q.shape[-1])  # "the weights are the scores"
+    return np.matmul(d_S, K), np.matmul(_t(d_S), Q), np.matmul(_t(weights), d_out)
+
+
+def attention_backward_softmax_sum_over_queries(Q, K, V, weights, d_out):
+    d_P = d_out @ _t(V)
+    column = (d_P * weights).sum(axis=-2, keepdims=True)  # "sum over the rows"
+    d_S = weights * (d_P - column) / np.sqrt(Q.shape[-1])
+    return d_S @ K, _t(d_S) @ Q, _t(weights) @ d_out
 
 
 WRONG = {
@@ -629,13 +637,13 @@ WRONG = {
     "smoothed-ce-ignored-rows-counted": smoothed_ce_ignored_rows_counted,
     "smoothed-ce-mean-over-all-rows": smoothed_ce_mean_over_all_rows,
     "smoothed-ce-sum-not-mean": smoothed_ce_sum_not_mean,
-    "embedding-backward-fancy-index-add": embedding_backward_fancy_index_add,
-    "embedding-backward-scale-forgotten": embedding_backward_scale_forgotten,
-    "embedding-backward-scale-divided": embedding_backward_scale_divided,
-    "embedding-backward-scale-squared": embedding_backward_scale_squared,
-    "embedding-backward-transposed": embedding_backward_transposed,
-    "embedding-backward-batch-summed": embedding_backward_batch_summed,
-    "embedding-backward-returns-d_x": embedding_backward_returns_d_x,
+    "attention-backward-scale-forgotten": attention_backward_scale_forgotten,
+    "attention-backward-scale-multiplied": attention_backward_scale_multiplied,
+    "attention-backward-divided-by-d_k": attention_backward_divided_by_d_k,
+    "attention-backward-key-gradient-not-scaled": attention_backward_key_gradient_not_scaled,
+    "attention-backward-softmax-no-correction": attention_backward_softmax_no_correction,
+    "attention-backward-softmax-skipped": attention_backward_softmax_skipped,
+    "attention-backward-softmax-sum-over-queries": attention_backward_softmax_sum_over_queries,
 }
 
 
@@ -838,49 +846,81 @@ def test_python_min_on_an_array_of_steps_points_to_np_minimum():
     assert checks.check(lrate).mistakes == ("lrate-python-min-on-arrays",)
 
 
-def test_the_embedding_hand_case_is_what_the_task_says():
+def test_the_attention_hand_case_is_what_the_task_says():
     ex = checks.CATALOGUE["07.8"]
-    np.testing.assert_array_equal(ex.reference(*ex.cases[0].args),
-                                  [[0, 0], [6, 8], [0, 0], [3, 4]])
-    tokens, _, n_vocab, scale = ex.cases[1].args
-    assert tokens.ndim == 2 and scale != 1 and len(np.unique(tokens)) < tokens.size
-    never = sorted(set(range(n_vocab)) - set(tokens.ravel().tolist()))
-    assert never == [3, 4, 6] and "3, 4 and 6 never occur" in ex.cases[1].label
-    assert not ex.reference(*ex.cases[1].args)[never].any()  # their rows are 0
+    Q, K, V, weights, d_out = ex.cases[0].args
+    d_P = d_out @ V.T  # by hand: [[1, 3]]; its mean under the weights is 2
+    np.testing.assert_allclose(weights * (d_P - 2), [[-0.5, 0.5]])
+    d_Q, d_K, d_V = ex.reference(*ex.cases[0].args)
+    np.testing.assert_allclose(d_Q, [[-1.0]])
+    np.testing.assert_allclose(d_K, [[0.0], [0.0]])
+    np.testing.assert_allclose(d_V, [[0.5], [0.5]])
+    Q, K, V, weights, d_out = ex.cases[3].args
+    assert Q.shape == (2, 2, 3, 4) and K.shape == (2, 2, 5, 4) and V.shape == (2, 2, 5, 6)
+    assert not weights[..., 3:].any()  # the two padded keys
+    _, d_K, d_V = ex.reference(*ex.cases[3].args)
+    assert not d_K[..., 3:, :].any() and not d_V[..., 3:, :].any()  # ... get no gradient
 
 
-def test_a_right_embedding_backward_with_np_add_at_passes():
-    def embedding_backward(tokens, d_x, n_vocab, scale):
-        d_table = np.zeros((n_vocab, d_x.shape[-1]))
-        np.add.at(d_table, tokens, scale * d_x)  # tokens of any shape, every repeat added
-        return d_table
-
-    assert checks.check(embedding_backward), checks.check(embedding_backward).message
+def _softmax_rows(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
 
 
-def test_a_right_embedding_backward_with_a_one_hot_product_passes():
-    def embedding_backward(tokens, d_x, n_vocab, scale):
-        one_hot = np.eye(n_vocab)[tokens]  # (..., n_vocab)
-        return np.tensordot(one_hot, d_x, axes=(range(tokens.ndim), range(tokens.ndim))) * scale
+def test_a_right_attention_backward_passes_and_matches_central_differences():
+    def attention_backward(Q, K, V, weights, d_out):
+        scale = np.sqrt(Q.shape[-1])
+        d_V = np.einsum("...qk,...qv->...kv", weights, d_out)
+        d_P = np.einsum("...qv,...kv->...qk", d_out, V)
+        d_S = weights * (d_P - (d_P * weights).sum(-1, keepdims=True)) / scale
+        return (np.einsum("...qk,...kd->...qd", d_S, K), np.einsum("...qk,...qd->...kd", d_S, Q),
+                d_V)
 
-    assert checks.check(embedding_backward), checks.check(embedding_backward).message
+    assert checks.check(attention_backward), checks.check(attention_backward).message
+    rng = np.random.default_rng(0)  # and the three gradients of sum(G * attention(Q, K, V))
+    Q, K, V, G = (rng.normal(size=s) for s in ((3, 2), (4, 2), (4, 3), (3, 3)))
+    def f():
+        return float(np.sum(G * (_softmax_rows(Q @ K.T / np.sqrt(2)) @ V)))
+    grads = attention_backward(Q, K, V, _softmax_rows(Q @ K.T / np.sqrt(2)), G)
+    for x, g in zip((Q, K, V), grads):
+        numeric = np.zeros_like(x)
+        for i in np.ndindex(x.shape):
+            old = x[i]
+            x[i] = old + 1e-6
+            up = f()
+            x[i] = old - 1e-6
+            numeric[i] = (up - f()) / 2e-6
+            x[i] = old
+        np.testing.assert_allclose(g, numeric, atol=1e-8)
 
 
-def test_an_embedding_backward_averaged_over_the_repeats_is_wrong_and_not_named():
-    def embedding_backward(tokens, d_x, n_vocab, scale):
-        d_table = np.zeros((n_vocab, d_x.shape[-1]))
-        np.add.at(d_table, tokens, d_x * scale)
-        counts = np.bincount(tokens.ravel(), minlength=n_vocab)
-        return d_table / np.maximum(counts, 1)[:, None]  # the mean of the repeats, not their sum
+def test_a_right_attention_backward_with_its_own_softmax_backward_passes():
+    def softmax_backward(p, d_p):  # the learner's 07.1
+        return p * (d_p - np.sum(d_p * p, axis=-1, keepdims=True))
 
-    result = checks.check(embedding_backward)
+    def attention_backward(Q, K, V, weights, d_out):
+        d_V = weights.swapaxes(-1, -2) @ d_out
+        d_S = softmax_backward(weights, d_out @ V.swapaxes(-1, -2)) / np.sqrt(Q.shape[-1])
+        return d_S @ K, d_S.swapaxes(-1, -2) @ Q, d_V
+
+    assert checks.check(attention_backward), checks.check(attention_backward).message
+
+
+def test_an_attention_backward_with_d_V_from_the_wrong_side_is_wrong_and_not_named():
+    def attention_backward(Q, K, V, weights, d_out):
+        d_P = d_out @ np.swapaxes(V, -1, -2)
+        d_S = weights * (d_P - (d_P * weights).sum(-1, keepdims=True)) / np.sqrt(Q.shape[-1])
+        d_V = np.swapaxes(weights, -1, -2) @ d_out * 2  # twice what it should be
+        return d_S @ K, np.swapaxes(d_S, -1, -2) @ Q, d_V
+
+    result = checks.check(attention_backward)
     assert result.status == "wrong" and result.mistakes == (), result.message
 
 
-def test_the_library_embedding_backward_is_not_credited():
-    from helpers.training import embedding_backward as library
+def test_the_library_attention_backward_is_not_credited():
+    from helpers.training import attention_backward as library
 
-    def embedding_backward(tokens, d_x, n_vocab, scale):
-        return library(np.zeros((n_vocab, d_x.shape[-1])), tokens, d_x, scale)
+    def attention_backward(Q, K, V, weights, d_out):
+        return library(Q, K, V, weights, d_out)
 
-    assert checks.check(embedding_backward).status == "not credited"
+    assert checks.check(attention_backward).status == "not credited"

@@ -290,3 +290,83 @@ def test_a_right_bigram_with_a_counter_passes():
                          for a, b in zip(val_ids[:-1].tolist(), val_ids[1:].tolist())])
 
     assert checks.check(bigram_loss).status == "passed"
+
+
+# ── 10.5 · cosine_lr ──────────────────────────────────────────────────────────────────────────
+
+
+def lr_warm_up_off_by_one(it, peak, warmup, total, floor):
+    if it < warmup:
+        return peak * it / warmup  # step 0 gets 0
+    if it > total:
+        return floor
+    progress = (it - warmup) / (total - warmup)
+    return floor + (peak - floor) * (1 + math.cos(math.pi * progress)) / 2
+
+
+def lr_warm_up_reaches_the_peak_early(it, peak, warmup, total, floor):
+    if it >= warmup:
+        if it > total:
+            return floor
+        progress = (it - warmup) / (total - warmup)
+        return floor + 0.5 * (peak - floor) * (1 + np.cos(np.pi * progress))
+    return (it + 1) / warmup * peak
+
+
+def lr_decay_counted_from_step_0(it, peak, warmup, total, floor):
+    if it < warmup:
+        return peak * (it + 1) / (warmup + 1)
+    if it > total:
+        return floor
+    return floor + 0.5 * (1 + math.cos(math.pi * it / total)) * (peak - floor)
+
+
+def lr_decays_to_0(it, peak, warmup, total, floor):
+    if it < warmup:
+        return peak * (it + 1) / (warmup + 1)
+    if it > total:
+        return floor
+    return peak * 0.5 * (1 + math.cos(math.pi * (it - warmup) / (total - warmup)))
+
+
+def lr_no_half(it, peak, warmup, total, floor):
+    if it < warmup:
+        return peak * (it + 1) / (warmup + 1)
+    if it > total:
+        return floor
+    coeff = 1 + math.cos(math.pi * (it - warmup) / (total - warmup))
+    return floor + coeff * (peak - floor)
+
+
+def lr_full_cosine(it, peak, warmup, total, floor):
+    if it < warmup:
+        return peak * (it + 1) / (warmup + 1)
+    if it > total:
+        return floor
+    angle = 2 * math.pi * (it - warmup) / (total - warmup)
+    return floor + (peak - floor) * (1 + math.cos(angle)) / 2
+
+
+def lr_no_floor_after_total(it, peak, warmup, total, floor):
+    if it < warmup:
+        return peak * (it + 1) / (warmup + 1)
+    decay_ratio = (it - warmup) / (total - warmup)
+    return floor + 0.5 * (1.0 + math.cos(math.pi * decay_ratio)) * (peak - floor)
+
+
+WRONG.update({name.replace("_", "-"): fn for name, fn in list(globals().items())
+              if name.startswith("lr_") and callable(fn)})
+
+
+def test_nanogpts_get_lr_passes():
+    def cosine_lr(it, peak, warmup, total, floor):  # nanoGPT's get_lr, its names changed
+        if it < warmup:
+            return peak * (it + 1) / (warmup + 1)
+        if it > total:
+            return floor
+        decay_ratio = (it - warmup) / (total - warmup)
+        assert 0 <= decay_ratio <= 1
+        coeff = 0.5 * (1.0 + math.cos(math.pi * decay_ratio))  # from 1 to 0
+        return floor + coeff * (peak - floor)
+
+    assert checks.check(cosine_lr).status == "passed"

@@ -356,9 +356,9 @@ def test_recorded_bleu_is_sacrebleus_on_the_recorded_translations():
 
 def test_the_committed_model_translates_the_test_set_as_recorded(committed):
     """The recorded translations recomputed from data/, on a spread sample of the test set: greedy
-    decoding of every 5th of the 1,000 test sentences and beam search (4) of every 20th. Another
+    decoding of every 10th of the 1,000 test sentences and beam search (4) of every 40th. Another
     CPU or NumPy build rounds differently, which may flip a near-tie between two tokens in a few
-    sentences: 98% identical, and the greedy sample's BLEU within 1 of the recorded translations'
+    sentences: at most 2% of them differ (at least one allowed), and the greedy sample's BLEU within 1.5 of the recorded translations'
     on the same sentences (test_recorded_bleu_... checks those give the recorded BLEU; all 1,000:
     within 0.3 of the recorded test BLEU). The full check, greedy on all 1,000 and beam on every
     5th (about 4 times as long):
@@ -367,17 +367,18 @@ def test_the_committed_model_translates_the_test_set_as_recorded(committed):
     full = bool(os.environ.get("FULL_TRANSLATION_CHECK"))
     runs = load_translation_runs()
     german, english = load_multi30k("test_2016_flickr")
-    for beam, every in ((None, 1 if full else 5), (4, 5 if full else 20)):
+    for beam, every in ((None, 1 if full else 10), (4, 5 if full else 40)):
         sample = range(0, len(german), every)
         ours = translate(model, vocab, [german[i] for i in sample], beam=beam)
         recorded = runs["decoding"]["greedy" if beam is None else f"beam {beam}"]["hypotheses"]
         recorded = [recorded[i] for i in sample]
         assert len(ours) == len(sample)
-        assert np.mean([a == b for a, b in zip(ours, recorded)]) >= 0.98
+        differ = sum(a != b for a, b in zip(ours, recorded, strict=True))
+        assert differ <= max(1, len(sample) // 50), f"{differ} of {len(sample)} differ"
         if beam is None:
             references = [english[i] for i in sample]
             expected = manifest["test_bleu"]["greedy"] if full else bleu(recorded, references)
-            assert bleu(ours, references) == pytest.approx(expected, abs=0.3 if full else 1.0)
+            assert bleu(ours, references) == pytest.approx(expected, abs=0.3 if full else 1.5)
 
 
 def test_multi30k_is_checked_against_its_digests(tmp_path):

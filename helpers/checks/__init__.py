@@ -58,12 +58,12 @@ The catalogue, one module per notebook (each exercise lists its mistakes):
 * ``decoder``   06: the decoder block with cross-attention, greedy decoding, the parameter count,
   the teacher-forced decoder input and labels of a padded batch
 * ``training``  07: softmax and LayerNorm backward, the warm-up schedule, Adam, a gradient check,
-  RMSNorm backward, the label-smoothed cross-entropy of a padded batch, the embedding's backward
-  with repeated tokens
+  RMSNorm backward, the label-smoothed cross-entropy of a padded batch, attention's backward
 * ``cost``      08: attention without the n x n matrix, and what it costs, with a causal mask
 * ``modern``    09: RMSNorm, SwiGLU, RoPE, grouped-query attention, a model's KV cache in bytes,
   a sliding-window mask
-* ``lm``        10: the next-token loss, the sampling step, the bigram baseline, top-p sampling
+* ``lm``        10: the next-token loss, the sampling step, the bigram baseline, top-p sampling,
+  the warm-up and cosine learning-rate schedule
 * ``translation`` 11: one merge of byte-pair encoding, one step of beam search, BLEU, BLEU of
   one sentence (smoothed)
 

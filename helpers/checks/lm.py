@@ -1,9 +1,12 @@
-"""Exercises of notebook 10: the next-token loss, the sampling step and the bigram baseline."""
+"""Exercises of notebook 10: the next-token loss, the sampling step, the bigram baseline, top-p
+sampling and the learning-rate schedule."""
+
+import math
 
 import numpy as np
 
 from helpers.checks.core import Case, Exercise, Mistake
-from helpers.lm import bigram_loss, next_token_probabilities
+from helpers.lm import bigram_loss, cosine_schedule, next_token_probabilities
 from helpers.training import cross_entropy
 
 _rng = np.random.default_rng(110)  # the cases are the same on every run and every machine
@@ -366,4 +369,87 @@ TOP_P = Exercise(
     ),
 )
 
-EXERCISES = (NEXT_TOKEN_LOSS, PROBABILITIES, BIGRAM, TOP_P)
+
+# ── 10.5 · the warm-up and cosine learning-rate schedule ──────────────────────────────────────
+
+
+def _cosine_lr(it, peak, warmup, total, floor):
+    """nanoGPT's learning rate at step it (counted from 0): the library's cosine_schedule."""
+    return cosine_schedule(peak, warmup, total, floor)(it)
+
+
+def _lr(it, peak, warmup, total, floor, *, rise=(1, 1), start=None, half=0.5, turns=0.5,
+        to_zero=False, hold=True):
+    """The schedule with the switches of the mistakes below: the warm-up gives
+    peak (it + rise[0]) / (warmup + rise[1]); the decay runs from `start` (the warm-up's end)."""
+    if it < warmup:
+        return peak * (it + rise[0]) / (warmup + rise[1])
+    if hold and it > total:
+        return floor
+    start = warmup if start is None else start
+    ratio = (it - start) / (total - start)
+    low = 0.0 if to_zero else floor
+    return low + half * (1.0 + math.cos(2 * math.pi * turns * ratio)) * (peak - low)
+
+
+def _lr_mistake(**switches):
+    return lambda it, peak, warmup, total, floor: _lr(it, peak, warmup, total, floor, **switches)
+
+
+def _every_step(fn, peak, warmup, total, floor):
+    """A probe: the rate at every step it = 0, 1, ..., total + 2, as one array (numbers only)."""
+    rates = [fn(it, peak, warmup, total, floor) for it in range(total + 3)]
+    numbers = all(isinstance(r, (int, float, np.integer, np.floating)) for r in rates)
+    return np.array(rates, dtype=float) if numbers else rates
+
+
+def _schedule_case(label, peak, warmup, total, floor):
+    return Case(label, (peak, warmup, total, floor), probe=_every_step)
+
+
+_RECIPE = "10 §6 · The recipe"
+
+COSINE_LR = Exercise(
+    key="10.5", name="cosine_lr", reference=_cosine_lr, see=_RECIPE,
+    cases=(
+        _schedule_case("by hand: peak 1, warm-up 2, total 6, floor 0, at it = 0 .. 8: "
+                       "[1/3, 2/3, 1, 0.854, 0.5, 0.146, 0, 0, 0]", 1.0, 2, 6, 0.0),
+        _schedule_case("peak 6e-4, warm-up 10, total 50, floor 6e-5, at it = 0 .. 52",
+                       6e-4, 10, 50, 6e-5),
+        _schedule_case("notebook 10's live run: peak 8e-3, warm-up 12, total 120, floor 1e-4",
+                       8e-3, 12, 120, 1e-4),
+        _schedule_case("no warm-up: peak 1e-3, warm-up 0, total 20, floor 1e-4 (it = 0 is the "
+                       "peak)", 1e-3, 0, 20, 1e-4),
+        _schedule_case("nanoGPT's CPU recipe: peak 1e-3, warm-up 100, total 2000, floor 1e-4",
+                       1e-3, 100, 2000, 1e-4),
+    ),
+    mistakes=(
+        Mistake("lr-warm-up-off-by-one",
+                "the warm-up gives peak · it / warmup: the first step, it = 0, gets rate 0 and "
+                "is wasted; it is peak · (it + 1) / (warmup + 1)", _RECIPE,
+                _lr_mistake(rise=(0, 0))),
+        Mistake("lr-warm-up-reaches-the-peak-early",
+                "the warm-up gives peak · (it + 1) / warmup: it reaches the peak at "
+                "it = warmup - 1, a step before the decay starts from it; divide by warmup + 1",
+                _RECIPE, _lr_mistake(rise=(1, 0))),
+        Mistake("lr-decay-counted-from-step-0",
+                "the decay's progress is it / total, from step 0, not (it - warmup) / "
+                "(total - warmup): the rate drops below the peak right after the warm-up",
+                _RECIPE, _lr_mistake(start=0)),
+        Mistake("lr-decays-to-0",
+                "the cosine falls to 0, not to the floor: floor + (peak - floor) · "
+                "(1 + cos(pi · ratio)) / 2", _RECIPE, _lr_mistake(to_zero=True)),
+        Mistake("lr-no-half",
+                "the factor 1/2 is missing: (1 + cos) goes from 2 to 0, so the decay starts at "
+                "twice the peak", _RECIPE, _lr_mistake(half=1.0)),
+        Mistake("lr-full-cosine",
+                "a whole period of the cosine, cos(2 pi · ratio): the rate falls and climbs "
+                "back to the peak at step total; half a period, cos(pi · ratio), only falls",
+                _RECIPE, _lr_mistake(turns=1.0)),
+        Mistake("lr-no-floor-after-total",
+                "past step total the cosine goes on (and climbs back); from total on, the rate "
+                "stays at the floor", _RECIPE, _lr_mistake(hold=False)),
+    ),
+)
+
+EXERCISES = (NEXT_TOKEN_LOSS, PROBABILITIES, BIGRAM, TOP_P, COSINE_LR)

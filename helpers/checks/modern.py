@@ -379,7 +379,7 @@ def _config(layers, d_model, heads, kv_heads):  # in the names of Hugging Face's
             "num_key_value_heads": kv_heads}
 
 
-PUBLISHED = {  # notebook 09 §6's table; d_model = heads x d_head
+PUBLISHED = {  # notebook 09's table (Going further); d_model = heads x d_head
     "Llama 2 70B": _config(80, 8192, 64, 8), "Mistral 7B": _config(32, 4096, 32, 8),
     "Llama 2 7B": _config(32, 4096, 32, 32), "Falcon-7B": _config(32, 4544, 71, 1),
     "GPT-3 175B": _config(96, 12288, 96, 96)}

@@ -61,7 +61,8 @@ PE_TABLE = Exercise(
         Mistake("pe-sin-cos-in-halves",
                 "all the sines come first, then all the cosines ([sin | cos]); the paper "
                 "interleaves them: column 2i is a sine, column 2i + 1 the cosine of the same angle",
-                "03 §3 · The wavelengths", _pe_halves),
+                "03 §3 · The wavelengths (its layout pitfall, detailed in Going further)",
+                _pe_halves),
         Mistake("pe-exponent-i-over-d",
                 "the exponent is i / d_model with the pair index i; it is 2i / d_model, so "
                 "ω_i = 1 / 10000^(2i / d_model)",
@@ -194,9 +195,8 @@ ROTATION = Exercise(
     key="03.3", name="relative_position_matrix", reference=relative_position_matrix,
     see=_ROTATION,
     cases=(
-        Case("k = 1, d_model = 4 (by hand: block 0 turns by 1 radian, block 1 by 0.01: "
-             "[[cos 1, -sin 1, 0, 0], [sin 1, cos 1, 0, 0], [0, 0, cos 0.01, -sin 0.01], "
-             "[0, 0, sin 0.01, cos 0.01]])", (1, 4)),
+        Case("k = 1, d_model = 4 (by hand: block 0 turns pair 0 by 1 radian, block 1 turns "
+             "pair 1 by 0.01)", (1, 4)),
         Case("k = 3, d_model = 8", (3, 8)),
         Case("k = -2 (a shift back), d_model = 6", (-2, 6)),
         Case("k = 0, d_model = 4: the identity", (0, 4)),

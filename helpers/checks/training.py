@@ -1,6 +1,6 @@
 """Exercises of notebook 07: softmax and LayerNorm backward, the warm-up schedule, Adam, a
 gradient check by central differences, RMSNorm backward, the label-smoothed cross-entropy of a
-padded batch, and the embedding's backward with repeated tokens."""
+padded batch, and attention's backward."""
 
 import numpy as np
 
@@ -8,8 +8,8 @@ from helpers.checks.core import Case, Exercise, Mistake
 from helpers.modern import RMSNorm
 from helpers.training import (
     Adam,
+    attention_backward,
     cross_entropy,
-    embedding_backward,
     gradient_check,
     lrate,
     softmax_backward,
@@ -456,7 +456,7 @@ GRADIENT_ERROR = Exercise(
 
 # ── 07.6 · RMSNorm backward (a transfer: 07.2's rule carried to another norm) ─────────────────
 
-_RMS = _LN  # the section that derives LayerNorm's backward, the rule 07.6 carries over
+_RMS = _LN + " (and Going further · LayerNorm's backward, derived)"  # the rule 07.6 carries over
 
 
 def _rms_norm_backward(d_out, x, gamma, eps=1e-5):
@@ -654,77 +654,85 @@ SMOOTHED_CROSS_ENTROPY = Exercise(
     ),
 )
 
-# ── 07.8 · the embedding's backward (a transfer: §7's lookup, with repeated tokens) ──────────
+# ── 07.8 · attention's backward (§2: the centre of the backward pass) ────────────────────────
 
-_EMB = "07 §7 · Embeddings, the output projection, the whole model"
-_REPEATED = _EMB + " (and Going further · Embeddings: a repeated token)"
-
-
-def _embedding_backward(tokens, d_x, n_vocab, scale):
-    """The library's embedding_backward, on a table of n_vocab rows (its values do not matter)."""
-    return embedding_backward(np.zeros((n_vocab, d_x.shape[-1])), tokens, d_x, scale)
+_ATT = "07 §2 · Softmax and attention"
 
 
-def _emb_model(*, how="add.at", power=1):
-    def model(tokens, d_x, n_vocab, scale):
-        tokens, d_x = np.asarray(tokens), np.asarray(d_x, dtype=float)
-        ids, rows = tokens.reshape(-1), d_x.reshape(-1, d_x.shape[-1])
-        if how == "batch-summed" and tokens.ndim > 1:  # summed over the batch, first row's ids
-            ids, rows = tokens[0], d_x.sum(axis=0)
-        if how == "d_x":
-            return d_x.copy()
-        d_table = np.zeros((n_vocab, d_x.shape[-1]))
-        if how == "fancy":  # d_table[ids] += rows: a repeated id keeps one row only
-            d_table[ids] += rows
-        else:
-            np.add.at(d_table, ids, rows)
-        if how == "transposed":  # d_xᵀ @ one_hot: (d_model, n_vocab)
-            d_table = d_table.T
-        return d_table * scale**power
+def _attention_case(label, lead, t_q, t_k, d_k, d_v, *, causal=False, keys=None):
+    """Q, K, V, the weights softmax(Q Kᵀ / √d_k) they give (keys from `keys` on blocked, or
+    a causal mask), and d_out."""
+    Q, K = _rng.normal(size=(*lead, t_q, d_k)), _rng.normal(size=(*lead, t_k, d_k))
+    V, d_out = _rng.normal(size=(*lead, t_k, d_v)), _rng.normal(size=(*lead, t_q, d_v))
+    scores = Q @ np.swapaxes(K, -1, -2) / np.sqrt(d_k)
+    if causal:
+        scores = np.where(np.triu(np.ones((t_q, t_k), dtype=bool), 1), -np.inf, scores)
+    if keys is not None:
+        scores[..., keys:] = -np.inf
+    return Case(label, (Q, K, V, softmax(scores), d_out))
+
+
+def _att_model(*, scale=-0.5, scale_d_K=True, through_softmax="right"):
+    def model(Q, K, V, weights, d_out):
+        d_V = np.swapaxes(weights, -1, -2) @ d_out
+        d_P = d_out @ np.swapaxes(V, -1, -2)
+        if through_softmax == "right":
+            d_S = weights * (d_P - (d_P * weights).sum(axis=-1, keepdims=True))
+        elif through_softmax == "no-correction":
+            d_S = weights * d_P
+        elif through_softmax == "skipped":
+            d_S = d_P
+        else:  # the sum over the queries, axis -2
+            d_S = weights * (d_P - (d_P * weights).sum(axis=-2, keepdims=True))
+        factor = Q.shape[-1] ** scale
+        d_Q = d_S @ K * factor
+        d_K = np.swapaxes(d_S, -1, -2) @ Q * (factor if scale_d_K else 1.0)
+        return d_Q, d_K, d_V
     return model
 
 
-EMBEDDING_BACKWARD = Exercise(
-    key="07.8", name="embedding_backward", reference=_embedding_backward, see=_EMB,
+ATTENTION_BACKWARD = Exercise(
+    key="07.8", name="attention_backward", reference=attention_backward, see=_ATT,
+    outputs=("d_Q", "d_K", "d_V"),
     cases=(
-        Case("tokens = [1, 3, 1], d_x = [[1, 2], [3, 4], [5, 6]], n_vocab = 4, scale = 1 "
-             "(by hand: [[0, 0], [6, 8], [0, 0], [3, 4]])",
-             (np.array([1, 3, 1]), np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]), 4, 1.0)),
-        Case("a batch: tokens (2, 4) with repeats, n_vocab = 7 (tokens 3, 4 and 6 never occur), "
-             "d_model = 3, scale = √3",
-             (np.array([[2, 5, 2, 1], [5, 2, 0, 2]]), _rng.normal(size=(2, 4, 3)), 7,
-              float(np.sqrt(3)))),
-        Case("tokens (6,) with token 4 three times, n_vocab = 5, d_model = 8, scale = √8",
-             (np.array([4, 0, 4, 4, 2, 0]), _rng.normal(size=(6, 8)), 5, float(np.sqrt(8)))),
+        Case("one query, two keys, d_k = d_v = 1: Q = [[0]], K = [[1], [-1]], V = [[1], [3]], "
+             "weights = [[0.5, 0.5]], d_out = [[1]] (by hand: d_Q = [[-1]], d_K = [[0], [0]], "
+             "d_V = [[0.5], [0.5]])",
+             (np.array([[0.0]]), np.array([[1.0], [-1.0]]), np.array([[1.0], [3.0]]),
+              np.array([[0.5, 0.5]]), np.array([[1.0]]))),
+        _attention_case("self-attention, T = 4, d_k = 3, d_v = 2", (), 4, 4, 3, 2),
+        _attention_case("causal weights, T = 4, d_k = 4, d_v = 3 (a blocked key has weight 0)",
+                        (), 4, 4, 4, 3, causal=True),
+        _attention_case("a batch of 2 with 2 heads: 3 queries, 5 keys of which the last 2 are "
+                        "padding, d_k = 4, d_v = 6, shapes (2, 2, T, d)", (2, 2), 3, 5, 4, 6,
+                        keys=3),
     ),
     mistakes=(
-        Mistake("embedding-backward-fancy-index-add",
-                "d_table[tokens] += rows: with a repeated token NumPy writes each distinct row "
-                "once, so the repeats overwrite each other instead of adding up; np.add.at, or "
-                "one_hotᵀ @ d_x, adds every occurrence", _REPEATED, _emb_model(how="fancy")),
-        Mistake("embedding-backward-scale-forgotten",
-                "the factor scale is missing: x = table[tokens] · scale, so the table's "
-                "gradient is multiplied by scale too", _EMB, _emb_model(power=0)),
-        Mistake("embedding-backward-scale-divided",
-                "the gradient is divided by scale: x = table[tokens] · scale, so it is "
-                "multiplied by it", _EMB, _emb_model(power=-1)),
-        Mistake("embedding-backward-scale-squared",
-                "scale is applied twice (scale²): x = table[tokens] · scale has scale once", _EMB,
-                _emb_model(power=2)),
-        Mistake("embedding-backward-transposed",
-                "the result is (d_model, n_vocab), d_xᵀ @ one_hot: the table's gradient has "
-                "one row per token, (n_vocab, d_model), one_hotᵀ @ d_x", _EMB,
-                _emb_model(how="transposed")),
-        Mistake("embedding-backward-batch-summed",
-                "the rows are summed over the batch and given to the first sequence's tokens: "
-                "each position of each sequence has its own token, so each row goes to its own "
-                "token's row", _EMB, _emb_model(how="batch-summed")),
-        Mistake("embedding-backward-returns-d_x",
-                "d_x itself is returned, one row per position: the table's gradient has one row "
-                "per token of the vocabulary, (n_vocab, d_model), each the sum of its "
-                "occurrences' rows (times scale)", _EMB, _emb_model(how="d_x")),
+        Mistake("attention-backward-scale-forgotten",
+                "d_Q and d_K are not divided by √d_k: the scores are Q Kᵀ / √d_k, so their "
+                "gradient reaches Q and K divided by √d_k", _ATT, _att_model(scale=0.0)),
+        Mistake("attention-backward-scale-multiplied",
+                "d_Q and d_K are multiplied by √d_k: the scores divide by √d_k, so the "
+                "gradient is divided by it too", _ATT, _att_model(scale=0.5)),
+        Mistake("attention-backward-divided-by-d_k",
+                "d_Q and d_K are divided by d_k, not by √d_k", _ATT, _att_model(scale=-1.0)),
+        Mistake("attention-backward-key-gradient-not-scaled",
+                "d_Q is divided by √d_k but d_K is not: both come from the same scores "
+                "Q Kᵀ / √d_k", _ATT, _att_model(scale_d_K=False)),
+        Mistake("attention-backward-softmax-no-correction",
+                "d_S = P ⊙ d_P: softmax's backward lost its correction term, "
+                "d_S = P ⊙ (d_P - Σ_j d_P_j P_j) (one sum per row)", _ATT,
+                _att_model(through_softmax="no-correction")),
+        Mistake("attention-backward-softmax-skipped",
+                "d_S = d_P: the gradient of the weights is passed to the scores as if softmax "
+                "were the identity; it must go through softmax's backward", _ATT,
+                _att_model(through_softmax="skipped")),
+        Mistake("attention-backward-softmax-sum-over-queries",
+                "softmax's backward sums over the queries (axis -2): each row of weights is one "
+                "query's softmax over the keys, so the sum runs over the keys, the last axis",
+                _ATT, _att_model(through_softmax="over-queries")),
     ),
 )
 
 EXERCISES = (SOFTMAX_BACKWARD, LAYER_NORM_BACKWARD, LRATE, ADAM_STEP, GRADIENT_ERROR,
-             RMS_NORM_BACKWARD, SMOOTHED_CROSS_ENTROPY, EMBEDDING_BACKWARD)
+             RMS_NORM_BACKWARD, SMOOTHED_CROSS_ENTROPY, ATTENTION_BACKWARD)

@@ -37,7 +37,7 @@ def _show(c: str) -> str:
 def writing_explorer(models: dict, chars, words: set, prompt: str = "ROMEO:\n", *,
                      samples: int = 4, length: int = 32) -> Explorer:
     """What a character model writes after `prompt`, sampled with the temperature and top-k you
-    choose (notebook 10 §6).
+    choose (notebook 10 §7).
 
     models: {label: DecoderOnly} (say {LM_TRAINED: the trained model, LM_RANDOM: an untrained
     twin}); chars: the Characters of the text; words: the training text's words, against which
