@@ -303,7 +303,7 @@ def which_order(block, x):
     """"post" if `block` ends with a LayerNorm (Post-LN), "pre" if its input passes through
     (Pre-LN): a Post-LN output is bounded by γ and β whatever comes in; a Pre-LN output is the
     input plus terms computed from normalised arrays, so it grows with the input."""
-    big = 1000 * x  # (T, d_model): far larger than any LayerNorm output
+    big = x * (1e6 / x.std())  # (T, d_model): far larger than any LayerNorm output
     return "pre" if np.abs(block(big)).max() > 0.5 * np.abs(big).max() else "post"
 
 

@@ -276,7 +276,7 @@ def _head_case(label, d_model, T):
     return Case(label, (d_model,), probe=_head_on_positions(T))
 
 
-_HEADS = "02 §1 · Why more than one head (§6 builds two heads by hand)"
+_HEADS = "02 §6 · Two heads, two jobs, built by hand"
 
 PREVIOUS_TOKEN_HEAD = Exercise(
     key="02.4", name="previous_token_head", reference=previous_token_head, see=_HEADS,

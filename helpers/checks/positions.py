@@ -132,7 +132,8 @@ EMBED = Exercise(
         Mistake("emb-pe-concatenated",
                 "PE is concatenated to the embeddings, [token | PE] of width 2·d_model; the "
                 "paper adds it, keeping the width d_model",
-                "03 §7 · Added or concatenated?", _concatenated),
+                "03 §6 · The factor √d_model: reading token and position back from the sum "
+                "(then Going further: added or concatenated)", _concatenated),
         Mistake("emb-not-scaled",
                 "the embeddings are not multiplied by √d_model, so PE[pos] (norm √(d_model/2)) "
                 "drowns the token vector",
