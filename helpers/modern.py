@@ -225,12 +225,17 @@ class GroupedQueryAttention(MultiHeadAttention):
     MultiHeadAttention's (notebook 02, with notebook 06's KVCache); only `project` differs. The
     weights are drawn as MultiHeadAttention's with the same generator, then W_k, b_k, W_v and
     b_v keep their first g heads: with g = h and rope=False the two layers are identical.
-    Self-attention only (a KVCache of fixed=True, cross-attention's, is refused).
+    bias=False is llama's layer, without biases: b_q, b_k, b_v and b_o stay the constant 0 they
+    start at and are no parameters (nothing learns them). Self-attention only (a KVCache of
+    fixed=True, cross-attention's, is refused).
     """
 
-    def __init__(self, d_model, n_heads, n_kv_heads, rng, *, rope=True, max_len=256,
+    def __init__(self, d_model, n_heads, n_kv_heads, rng, *, rope=True, max_len=256, bias=True,
                  dtype=np.float64):
         g, self.rotary = check_positive_int(n_kv_heads, "n_kv_heads"), check_flag(rope, "rope")
+        self.bias = check_flag(bias, "bias")
+        if not self.bias:  # the biases, all 0, are then constants
+            self.param_names = ("W_q", "W_k", "W_v", "W_o")
         max_len = check_positive_int(max_len, "max_len")
         super().__init__(d_model, n_heads, rng, dtype=dtype)
         if self.n_heads % g:
@@ -287,6 +292,8 @@ class GroupedQueryAttention(MultiHeadAttention):
         d_query, grads["W_q"], grads["b_q"] = linear_backward(c.query, self.W_q, merge_heads(d_Q))
         d_key, grads["W_k"], grads["b_k"] = linear_backward(c.key, self.W_k, merge_heads(d_K))
         d_value, grads["W_v"], grads["b_v"] = linear_backward(c.value, self.W_v, merge_heads(d_V))
+        if not self.bias:  # the constant 0s: no gradient kept
+            grads = {name: g for name, g in grads.items() if not name.startswith("b_")}
         return (d_query, d_key, d_value), collect_grads(self, grads)
 
 
@@ -312,24 +319,26 @@ class ModernBlock(EncoderBlock):
     n_kv_heads=None (= n_heads), norm_first=False (Post-LN). With all five, and the same
     generator, it is notebook 05's EncoderBlock, weight for weight: the decoder-only block of
     notebook 06. forward and backward are EncoderBlock's (two calls of `residual`): only the
-    parts differ. max_len: the positions RoPE has rotations for.
+    parts differ. max_len: the positions RoPE has rotations for; bias=False: attention without
+    biases (llama's; SwiGLU has none); eps: the norms' epsilon.
     """
 
     def __init__(self, d_model, n_heads, d_ff, rng, *, n_kv_heads=None, norm="rms",
-                 ffn="swiglu", rope=True, norm_first=True, max_len=256, dropout=0.0,
-                 dtype=np.float64):
+                 ffn="swiglu", rope=True, norm_first=True, max_len=256, bias=True, eps=1e-5,
+                 dropout=0.0, dtype=np.float64):
         check_parts(norm, ffn)
         self.d_model, self.norm_first = d_model, check_flag(norm_first, "norm_first")
         self.self_attn = GroupedQueryAttention(
             d_model, n_heads, n_heads if n_kv_heads is None else n_kv_heads, rng, rope=rope,
-            max_len=max_len, dtype=dtype)
+            max_len=max_len, bias=bias, dtype=dtype)
         self.ffn = FFNS[ffn](d_model, d_ff, rng, dtype=dtype)
-        self.norm1, self.norm2 = (NORMS[norm](d_model, dtype=dtype) for _ in range(2))
+        self.norm1, self.norm2 = (NORMS[norm](d_model, eps, dtype=dtype) for _ in range(2))
         self.dropout1, self.dropout2 = (Dropout(dropout, name="dropout") for _ in range(2))
 
 
 PAPER_2017 = {"norm": "layer", "ffn": "relu", "position": "sinusoidal", "norm_first": False}
 TODAY = {"norm": "rms", "ffn": "swiglu", "position": "rope", "norm_first": True}
+LLAMA = {**TODAY, "bias": False, "embed_scale": False, "tie_output": False}  # see llama_config
 POSITIONS = ("sinusoidal", "rope", "none")
 
 
@@ -338,7 +347,10 @@ class DecoderOnlyConfig:
     """Every size and switch of a DecoderOnly model, checked once. The defaults are today's
     recipe (TODAY: pre-norm RMSNorm, SwiGLU, RoPE); PAPER_2017 switches to the paper's parts
     (Post-LN LayerNorm, ReLU, sinusoidal positions). n_kv_heads None means n_heads (multi-head
-    attention); position "none" adds no position at all. See DecoderOnly."""
+    attention); position "none" adds no position at all. bias=False drops the attention's and
+    the output's biases (with SwiGLU, which has none), embed_scale=False the sqrt(d_model) on
+    the token vectors, norm_eps is every norm's epsilon: LLAMA sets the first two, llama_config
+    all of them. See DecoderOnly."""
 
     vocab: int
     d_model: int = 64
@@ -352,6 +364,9 @@ class DecoderOnlyConfig:
     position: str = "rope"
     norm_first: bool = True
     tie_output: bool = False
+    bias: bool = True
+    embed_scale: bool = True
+    norm_eps: float = 1e-5
     dropout: float = 0.0
     dtype: str = "float64"
 
@@ -370,8 +385,12 @@ class DecoderOnlyConfig:
         if self.position != "none" and (self.d_model // self.n_heads) % 2:
             raise ValueError(f"{self.position} positions turn pairs of features: d_model / "
                              f"n_heads = {self.d_model // self.n_heads} must be even")
-        for name in ("norm_first", "tie_output"):
+        for name in ("norm_first", "tie_output", "bias", "embed_scale"):
             keep(name, check_flag(getattr(self, name), name))
+        if not self.bias and self.ffn != "swiglu":
+            raise ValueError(f"bias=False needs ffn='swiglu' (notebook 05's ReLU network keeps "
+                             f"its biases), got ffn={self.ffn!r}")
+        keep("norm_eps", check_number(self.norm_eps, "norm_eps", "[0, inf)"))
         keep("dropout", Dropout(self.dropout, name="dropout").p)
         keep("dtype", check_float_dtype(self.dtype).name)
         check_parts(self.norm, self.ffn)
@@ -388,7 +407,8 @@ class DecoderOnly(Module):
     """A decoder-only language model (GPT, llama): token vectors * sqrt(d_model) (+ notebook 03's
     sinusoidal PE when position="sinusoidal"), n_layers ModernBlocks in notebook 05's Stack under
     the causal mask, and a linear map to the logits of the next token (tie_output=True: x @ E^T
-    with the embedding matrix E itself). Position t sees tokens 0..t only.
+    with the embedding matrix E itself). Position t sees tokens 0..t only. With LLAMA's
+    switches (llama_config) it is llama's model: no biases, no sqrt(d_model), untied output.
 
     DecoderOnly(vocab, rng, d_model=..., ...) takes the fields of DecoderOnlyConfig (kept as
     `config`); the defaults build today's recipe, **PAPER_2017 the paper's parts. dropout: on
@@ -399,7 +419,8 @@ class DecoderOnly(Module):
         self.config = c = DecoderOnlyConfig(vocab, **options)
         rng = check_rng(rng)
         self.vocab, self.d_model, self.tie_output = c.vocab, c.d_model, c.tie_output
-        self.param_names = ("token_embed", *(() if c.tie_output else ("W_out", "b_out")))
+        output = () if c.tie_output else ("W_out", "b_out") if c.bias else ("W_out",)
+        self.param_names = ("token_embed", *output)
         self.pe = (positional_encoding(c.max_len, c.d_model, dtype=c.dtype)
                    if c.position == "sinusoidal" else None)  # (max_len, d_model) or None
         std = 1.0 / np.sqrt(c.d_model)  # times sqrt(d_model) below: unit-variance token vectors
@@ -407,10 +428,13 @@ class DecoderOnly(Module):
         self.decoder = Stack(ModernBlock, c.n_layers, c.d_model, c.n_heads, c.d_ff, rng,
                              n_kv_heads=c.n_kv_heads, norm=c.norm, ffn=c.ffn,
                              rope=c.position == "rope", norm_first=c.norm_first,
-                             max_len=c.max_len, dropout=c.dropout, dtype=c.dtype)
+                             max_len=c.max_len, bias=c.bias, eps=c.norm_eps, dropout=c.dropout,
+                             dtype=c.dtype)
+        if self.decoder.norm is not None:  # the final norm of pre-norm, built by Stack
+            self.decoder.norm.eps = c.norm_eps
         if not c.tie_output:
             self.W_out = rng.normal(0.0, std, (c.d_model, c.vocab)).astype(c.dtype)
-            self.b_out = np.zeros(c.vocab, dtype=c.dtype)
+            self.b_out = np.zeros(c.vocab, dtype=c.dtype)  # bias=False: the constant 0
         self.dropout = Dropout(c.dropout, name="dropout")  # on the token vectors (+ PE)
 
     @classmethod
@@ -434,12 +458,15 @@ class DecoderOnly(Module):
                 raise ValueError(f"kv_caches must be a list of {len(self.decoder.layers)} "
                                  "self-attention KVCaches, one per block, of one length")
             start = kv_caches[0].start(tokens)  # positions already cached
-        scale = np.sqrt(self.d_model, dtype=self.token_embed.dtype)
-        x = self.token_embed[tokens[:, start:]] * scale  # (B, T - start, d_model)
+        x = self.token_embed[tokens[:, start:]] * self.scale()  # (B, T - start, d_model)
         if self.pe is not None:
             x = x + self.pe[start:T]
         x = self.dropout.forward(x)
         return self.decoder.forward(x, causal_mask(T)[start:], kv_caches=kv_caches)
+
+    def scale(self):
+        """What the token vectors are multiplied by: sqrt(d_model), or 1 (embed_scale=False)."""
+        return np.sqrt(self.d_model if self.config.embed_scale else 1, dtype=self.token_embed.dtype)
 
     def logits(self, x):
         """Hidden states (..., d_model) -> next-token logits (..., vocab)."""
@@ -467,14 +494,36 @@ class DecoderOnly(Module):
             d_x = d_logits @ self.token_embed  # (B, T, d_model)
         else:
             d_x, grads["W_out"], grads["b_out"] = linear_backward(x, self.W_out, d_logits)
+            if not self.config.bias:  # b_out is the constant 0: no gradient kept
+                del grads["b_out"]
         d_e, grads["decoder"] = self.decoder.backward(d_x)
         d_e = self.dropout.backward(d_e)[0]
-        scale = np.sqrt(self.d_model, dtype=self.token_embed.dtype)
-        grads["token_embed"] = embedding_backward(self.token_embed, tokens, d_e, scale)
+        grads["token_embed"] = embedding_backward(self.token_embed, tokens, d_e, self.scale())
         if self.tie_output:
             rows = d_logits.reshape(-1, self.vocab)  # (B T, vocab)
             grads["token_embed"] += rows.T @ x.reshape(-1, self.d_model)
         return None, collect_grads(self, grads)
+
+
+def llama_hidden(d_model, multiple_of=256, ffn_dim_multiplier=None):
+    """Llama 2's SwiGLU width (meta-llama/llama, llama/model.py, FeedForward): 2/3 of 4 d_model,
+    times ffn_dim_multiplier if given, rounded up to a multiple of `multiple_of`."""
+    hidden = int(2 * 4 * check_positive_int(d_model, "d_model") / 3)
+    if ffn_dim_multiplier is not None:
+        hidden = int(check_number(ffn_dim_multiplier, "ffn_dim_multiplier", "(0, inf)") * hidden)
+    multiple_of = check_positive_int(multiple_of, "multiple_of")
+    return multiple_of * -(-hidden // multiple_of)  # rounded up
+
+
+def llama_config(vocab, d_model, n_layers, n_heads, n_kv_heads=None, *, multiple_of=256,
+                 ffn_dim_multiplier=None, norm_eps=1e-5, max_len=2048, dtype="float64"):
+    """A DecoderOnlyConfig of llama's model, from the fields of a Llama 2 `params.json` (dim,
+    n_layers, n_heads, n_kv_heads, multiple_of, ffn_dim_multiplier, norm_eps; max_seq_len as
+    max_len): LLAMA's switches and llama_hidden's width."""
+    d_ff = llama_hidden(d_model, multiple_of, ffn_dim_multiplier)
+    return DecoderOnlyConfig(vocab, d_model=d_model, n_heads=n_heads, n_kv_heads=n_kv_heads,
+                             d_ff=d_ff, n_layers=n_layers, max_len=max_len, norm_eps=norm_eps,
+                             dtype=dtype, **LLAMA)
 
 
 def flash_attention(Q, K, V, block_q, block_k, traffic=None):

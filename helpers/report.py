@@ -6,8 +6,9 @@ rounding level (about 1e-16 of the values in float64, 1e-7 in float32) is theref
 number on every machine, and a notebook that printed it would fail `pytest --nbval` on a learner's
 machine although nothing is wrong. So every comparison in the series goes through `check` (or
 `verdict`, its phrase alone): the test is asserted exactly as written, and the printed line holds
-the tolerance, the verdict and, if asked, a bound `below` that the value stays under with a wide
-margin on every machine, never the rounding noise itself.
+the tolerance, the verdict and, if asked, a bound `below` that the value is expected to stay
+under with a wide margin on every machine (the line says so if it does not), never the rounding
+noise itself.
 
     check("loop vs matrix", np.abs(loop - scores).max(), 1e-12, below=1e-14)
     # loop vs matrix: max |difference| < 1e-14, within the tolerance 1e-12

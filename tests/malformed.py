@@ -62,6 +62,7 @@ from helpers.modern import (
     SwiGLU,
     attention_traffic,
     flash_attention,
+    llama_hidden,
     rope,
     rotations,
     sigmoid,
@@ -209,6 +210,17 @@ bad("DecoderOnlyConfig", "tie_output", lambda v: DecoderOnlyConfig(V, tie_output
     NOT_FLAGS[:3])
 bad("DecoderOnlyConfig", "norm_first", lambda v: DecoderOnlyConfig(V, norm_first=v),
     NOT_FLAGS[:3])
+for field in ("bias", "embed_scale"):
+    bad("DecoderOnlyConfig", field, lambda v, f=field: DecoderOnlyConfig(V, **{f: v}),
+        NOT_FLAGS[:3])
+bad("DecoderOnlyConfig", "norm_eps", lambda v: DecoderOnlyConfig(V, norm_eps=v),
+    [-1e-5, float("nan"), "1e-5", None])
+bad("DecoderOnlyConfig", "bias", lambda v: DecoderOnlyConfig(V, bias=v, ffn="relu"), [False])
+bad("GroupedQueryAttention", "bias", lambda v: GroupedQueryAttention(D, H, 2, rng(), bias=v),
+    NOT_FLAGS[:3])
+bad("llama_hidden", "multiple_of", lambda v: llama_hidden(64, v), NOT_COUNTS[:4])
+bad("llama_hidden", "ffn_dim_multiplier", lambda v: llama_hidden(64, 16, v),
+    [0, -1.3, float("nan"), "1.3"])
 bad("DecoderOnlyConfig", "dtype", lambda v: DecoderOnlyConfig(V, dtype=v),
     [None, "int32", "complex64"])
 bad("DecoderOnly", "rng", lambda v: DecoderOnly(V, v, d_model=D, n_heads=H, d_ff=F),

@@ -11,6 +11,7 @@ import pytest
 
 from helpers.decoding import KVCache, generate
 from helpers.modern import (
+    LLAMA,
     PAPER_2017,
     TODAY,
     DecoderOnly,
@@ -234,7 +235,7 @@ def test_no_process_wide_cache_of_rotations(rng):
     """The issue: a cache keyed by int(start) served start=0.5's table to start=0."""
     import helpers.modern as modern
     assert not [name for name, v in vars(modern).items() if isinstance(v, dict) and v
-                and name not in ("NORMS", "FFNS", "PAPER_2017", "TODAY", "__builtins__")]
+                and name not in ("NORMS", "FFNS", "PAPER_2017", "TODAY", "LLAMA", "__builtins__")]
     x = rng.standard_normal((4, 8))
     fresh = rope(x)
     with pytest.raises(ValueError, match="start"):
@@ -375,6 +376,7 @@ MODELS = {
     "today, no position": {**TODAY, "position": "none"},
     "2017": PAPER_2017,
     "2017, tied, dropout": {**PAPER_2017, "tie_output": True, "dropout": 0.2},
+    "llama, GQA 2": {**LLAMA, "n_kv_heads": 2, "norm_eps": 1e-6},
 }
 
 

@@ -268,7 +268,8 @@ def _score_std(X_q, X_k, W_q, W_k):
 
 def _variance_case(n, d_model, d_k, heads):
     """n random tokens for the queries and n for the keys (unit variance), and random projections
-    with orthonormal columns, so that q and k have independent unit-variance components."""
+    with orthonormal columns. The tokens' entries are i.i.d. standard normal, so their projections
+    on orthonormal columns are too: q and k have independent unit-variance components."""
     X_q, X_k = _rng.normal(size=(n, d_model)), _rng.normal(size=(n, d_model))
     W_q, W_k = (np.linalg.qr(_rng.normal(size=(d_model, d_k)))[0] for _ in range(2))
     raw, scaled = _score_variance(X_q, X_k, W_q, W_k)

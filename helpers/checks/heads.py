@@ -53,7 +53,7 @@ SPLIT = Exercise(
         Mistake("split-fixed-axes",
                 "the swap is written swapaxes(1, 2), which is right only with exactly one batch "
                 "axis; swap axes -3 and -2 so that any number of leading axes works",
-                "02 §2 · Under the hood: `split_heads` and `merge_heads`, the library versions",
+                "02 §2 · Split and merge, one step at a time (the library versions: Going further)",
                 lambda x, n_heads: _cut(x, n_heads).swapaxes(1, 2)),
         Mistake("split-strided-features",
                 "the features are cut into (d_k, h) instead of (h, d_k), so head i gets features "
@@ -99,7 +99,7 @@ MERGE = Exercise(
         Mistake("merge-fixed-axes",
                 "the swap back is written swapaxes(1, 2), which is right only with exactly one "
                 "batch axis; swap axes -3 and -2",
-                "02 §2 · Under the hood: `split_heads` and `merge_heads`, the library versions",
+                "02 §2 · Split and merge, one step at a time (the library versions: Going further)",
                 _merge_fixed_axes),
         Mistake("merge-heads-interleaved",
                 "the head axis is moved last, so the features of the heads are interleaved "
