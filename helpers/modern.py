@@ -526,14 +526,18 @@ def llama_config(vocab, d_model, n_layers, n_heads, n_kv_heads=None, *, multiple
                              dtype=dtype, **LLAMA)
 
 
-def flash_attention(Q, K, V, block_q, block_k, traffic=None):
+def flash_attention(Q, K, V, block_q, block_k, traffic=None, *, version=1):
     """softmax(Q K^T / sqrt(d)) V for one head, Q (N_q, d), K and V (N_k, d), tile by tile in the
-    order of FlashAttention's Algorithm 1 (Dao et al., 2022).
+    loop order of FlashAttention (version=1: Dao et al., 2022, Algorithm 1) or of FlashAttention-2
+    (version=2: Dao, 2023, Algorithm 1). No N_q x N_k matrix is ever stored.
 
-    O, the running maximum m and the running sum l of every query live in slow memory (a GPU's
-    HBM); each step copies a block of block_k keys and values, then block after block of
-    block_q queries with their O, m, l, into fast memory (SRAM), updates them as notebook 08's
-    online_attention does, and writes O, m, l back. No N_q x N_k matrix is ever stored.
+    version=1: O, the running maximum m and the running sum l of every query live in slow memory
+    (a GPU's HBM); the outer loop copies a block of block_k keys and values into fast memory
+    (SRAM), the inner loop block after block of block_q queries with their O, m, l, updates them
+    as notebook 08's online_attention does, and writes O, m, l back.
+    version=2, the loops swapped: the outer loop copies a block of queries and keeps its O, m, l in
+    fast memory while the inner loop brings in every block of keys and values; O is divided by l
+    once, at the end, and written once, with the logsumexp m + log l the backward pass keeps.
     traffic: a dict that receives the numbers read from and written to slow memory ("reads",
     "writes"), counted as the algorithm moves them.
     """
@@ -546,44 +550,73 @@ def flash_attention(Q, K, V, block_q, block_k, traffic=None):
         raise ValueError(f"traffic must be a dict or None, got {type(traffic).__name__}")
     block_q, block_k = check_positive_int(block_q, "block_q"), check_positive_int(block_k,
                                                                                 "block_k")
+    if check_positive_int(version, "version") not in (1, 2):
+        raise ValueError(f"version must be 1 (FlashAttention, Dao et al., 2022) or 2 "
+                         f"(FlashAttention-2, Dao, 2023), got version={version!r}")
     (n_q, d), n_k = Q.shape, K.shape[0]
     dtype = np.result_type(Q, K, V, np.float32)  # float32 stays float32
-    moved = {"reads": 0, "writes": n_q * d + 2 * n_q}  # O = 0, l = 0, m = -inf, in slow memory
-    O, l = np.zeros((n_q, d), dtype), np.zeros((n_q, 1), dtype)
-    m = np.full((n_q, 1), -np.inf, dtype)
     scale = dtype.type(1.0 / math.sqrt(d))
-    for j in range(0, n_k, block_k):  # outer loop: a block of keys and values
-        K_j, V_j = K[j:j + block_k], V[j:j + block_k]  # (b_k, d) each, read once
-        moved["reads"] += K_j.size + V_j.size
-        for i in range(0, n_q, block_q):  # inner loop: every block of queries
-            rows = slice(i, i + block_q)
-            Q_i, O_i, l_i, m_i = Q[rows], O[rows], l[rows], m[rows]  # read from slow memory
-            moved["reads"] += Q_i.size + O_i.size + l_i.size + m_i.size
-            S = Q_i @ K_j.T * scale  # (b_q, b_k): this tile's scores, in fast memory only
-            m_new = np.maximum(m_i, S.max(axis=1, keepdims=True))
-            P = np.exp(S - m_new)  # (b_q, b_k)
-            l_new = np.exp(m_i - m_new) * l_i + P.sum(axis=1, keepdims=True)
-            O[rows] = (l_i * np.exp(m_i - m_new) * O_i + P @ V_j) / l_new  # write back
-            l[rows], m[rows] = l_new, m_new
-            moved["writes"] += O_i.size + l_i.size + m_i.size
+
+    def update(Q_i, K_j, V_j, O_i, l_i, m_i):  # one tile, in fast memory; O_i not yet divided
+        S = Q_i @ K_j.T * scale  # (b_q, b_k): this tile's scores, in fast memory only
+        m_new = np.maximum(m_i, S.max(axis=1, keepdims=True))
+        P, shrink = np.exp(S - m_new), np.exp(m_i - m_new)  # (b_q, b_k), (b_q, 1)
+        return shrink * O_i + P @ V_j, shrink * l_i + P.sum(axis=1, keepdims=True), m_new
+
+    O = np.zeros((n_q, d), dtype)
+    if version == 2:  # FlashAttention-2: queries outside, keys and values inside
+        moved = {"reads": 0, "writes": 0}
+        for i in range(0, n_q, block_q):  # outer loop: a block of queries, read once
+            Q_i = Q[i:i + block_q]  # (b_q, d); its O, l, m start in fast memory
+            O_i, l_i, m_i = np.zeros_like(Q_i, dtype), np.zeros((len(Q_i), 1), dtype), \
+                np.full((len(Q_i), 1), -np.inf, dtype)
+            moved["reads"] += Q_i.size
+            for j in range(0, n_k, block_k):  # inner loop: every block of keys and values
+                K_j, V_j = K[j:j + block_k], V[j:j + block_k]  # read once per block of queries
+                moved["reads"] += K_j.size + V_j.size
+                O_i, l_i, m_i = update(Q_i, K_j, V_j, O_i, l_i, m_i)
+            O[i:i + block_q] = O_i / l_i  # divided once, written once, with m_i + log(l_i)
+            moved["writes"] += O_i.size + len(l_i)
+    else:  # FlashAttention: keys and values outside, queries inside
+        moved = {"reads": 0, "writes": n_q * d + 2 * n_q}  # O = 0, l = 0, m = -inf, in slow memory
+        l, m = np.zeros((n_q, 1), dtype), np.full((n_q, 1), -np.inf, dtype)
+        for j in range(0, n_k, block_k):  # outer loop: a block of keys and values
+            K_j, V_j = K[j:j + block_k], V[j:j + block_k]  # (b_k, d) each, read once
+            moved["reads"] += K_j.size + V_j.size
+            for i in range(0, n_q, block_q):  # inner loop: every block of queries
+                rows = slice(i, i + block_q)
+                Q_i, O_i, l_i, m_i = Q[rows], O[rows], l[rows], m[rows]  # read from slow memory
+                moved["reads"] += Q_i.size + O_i.size + l_i.size + m_i.size
+                O_new, l[rows], m[rows] = update(Q_i, K_j, V_j, l_i * O_i, l_i, m_i)
+                O[rows] = O_new / l[rows]  # divided at every tile, written back with l, m
+                moved["writes"] += O_i.size + l_i.size + m_i.size
     if traffic is not None:
         traffic.update(moved)
     return O
 
 
-def attention_traffic(n, d, M):
+def attention_traffic(n, d, M, version=1):
     """Numbers moved between slow and fast memory by one head of attention, N = n queries and
     keys, head width d, a fast memory of M numbers: (standard, flash).
 
     standard (FlashAttention paper, Algorithm 0): read Q, K, write S = Q K^T; read S, write
-    P = softmax(S); read P, V, write O = P V: 4 N d + 4 N^2. flash: Algorithm 1 with its block
-    sizes B_c = ceil(M / 4d) keys and B_r = min(B_c, d) queries, as flash_attention counts it:
+    P = softmax(S); read P, V, write O = P V: 4 N d + 4 N^2.
+    flash, version=1: FlashAttention's Algorithm 1 (Dao et al., 2022) with its block sizes
+    B_c = ceil(M / 4d) keys and B_r = min(B_c, d) queries, as flash_attention counts it:
     N d + 2 N (O, l, m set up) + 2 N d (K, V once) + T_c (3 N d + 4 N), T_c = ceil(N / B_c) key
     blocks. Theorem 2 of the paper: Theta(N d + N^2) against Theta(N^2 d^2 / M).
+    flash, version=2: FlashAttention-2's Algorithm 1 (Dao, 2023), whose block sizes are tuned by
+    hand; here the same rule with the roles swapped, B_r = ceil(M / 4d) queries (Q_i and O_i take
+    the room K_j and V_j took) and B_c = min(B_r, d) keys: N d (Q once) + T_r 2 N d (K, V once
+    per block of queries) + N d + N (O and the logsumexp, written once), T_r = ceil(N / B_r).
     """
     n, d, M = (check_positive_int(v, name) for v, name in ((n, "n"), (d, "d"), (M, "M")))
-    block_k = -(-M // (4 * d))  # B_c = ceil(M / 4d)
-    t_c = -(-n // block_k)
+    if check_positive_int(version, "version") not in (1, 2):
+        raise ValueError(f"version must be 1 (FlashAttention, Dao et al., 2022) or 2 "
+                         f"(FlashAttention-2, Dao, 2023), got version={version!r}")
+    big_block = -(-M // (4 * d))  # ceil(M / 4d): B_c keys (version 1) or B_r queries (version 2)
+    passes = -(-n // big_block)  # T_c (version 1) or T_r (version 2)
     standard = 4 * n * d + 4 * n * n
-    flash = n * d + 2 * n + 2 * n * d + t_c * (3 * n * d + 4 * n)
-    return standard, flash
+    if version == 2:
+        return standard, n * d + passes * 2 * n * d + n * d + n
+    return standard, n * d + 2 * n + 2 * n * d + passes * (3 * n * d + 4 * n)

@@ -249,7 +249,11 @@ bad("flash_attention", "block_q", lambda v: flash_attention(X[0], X[0], X[0], v,
     NOT_COUNTS[:5])
 bad("flash_attention", "traffic", lambda v: flash_attention(X[0], X[0], X[0], 2, 2, v),
     [[], "reads", 1])
+bad("flash_attention", "version",
+    lambda v: flash_attention(X[0], X[0], X[0], 2, 2, version=v), [0, 3, 1.0, "2", True, None])
 bad("attention_traffic", "M", lambda v: attention_traffic(64, 16, v), NOT_COUNTS[:5])
+bad("attention_traffic", "version", lambda v: attention_traffic(64, 16, 256, v),
+    [0, 3, 1.0, "2", True, None])
 
 bad("rotations", "T", lambda v: rotations(v, 8), [-1, 2.5, None])
 bad("rotations", "d", lambda v: rotations(4, v), [7, 0, 8.0, None])

@@ -311,8 +311,54 @@ def window_not_boolean(T, window):
     return mask
 
 
+# ── 09.7 · llama_hidden ──────────────────────────────────────────────────────────────────────
+
+
+def hidden_not_rounded(d_model, multiple_of=256, ffn_dim_multiplier=None):
+    hidden = int(8 * d_model / 3)
+    return int(hidden * ffn_dim_multiplier) if ffn_dim_multiplier else hidden
+
+
+def hidden_rounded_down(d_model, multiple_of=256, ffn_dim_multiplier=None):
+    hidden = int(2 * 4 * d_model / 3)
+    if ffn_dim_multiplier is not None:
+        hidden = int(ffn_dim_multiplier * hidden)
+    return hidden - hidden % multiple_of  # "a multiple of multiple_of"
+
+
+def hidden_rounded_to_nearest(d_model, multiple_of=256, ffn_dim_multiplier=None):
+    hidden = int(2 * 4 * d_model / 3)
+    if ffn_dim_multiplier is not None:
+        hidden = int(ffn_dim_multiplier * hidden)
+    return int(round(hidden / multiple_of)) * multiple_of
+
+
+def hidden_multiplier_after_rounding(d_model, multiple_of=256, ffn_dim_multiplier=None):
+    hidden = int(2 * 4 * d_model / 3)
+    hidden = -(-hidden // multiple_of) * multiple_of
+    return int(hidden * (ffn_dim_multiplier or 1))
+
+
+def hidden_multiplier_ignored(d_model, multiple_of=256, ffn_dim_multiplier=None):
+    hidden = 2 * (4 * d_model) // 3
+    return math.ceil(hidden / multiple_of) * multiple_of
+
+
+def hidden_without_the_4(d_model, multiple_of=256, ffn_dim_multiplier=None):
+    hidden = int(2 * d_model / 3)  # "two thirds of the width"
+    if ffn_dim_multiplier is not None:
+        hidden = int(ffn_dim_multiplier * hidden)
+    return math.ceil(hidden / multiple_of) * multiple_of
+
+
+def hidden_not_truncated(d_model, multiple_of=256, ffn_dim_multiplier=None):
+    hidden = 8 * d_model / 3 * (ffn_dim_multiplier or 1.0)  # kept as a float
+    return multiple_of * math.ceil(hidden / multiple_of)
+
+
 WRONG = {name.replace("_", "-"): fn for name, fn in list(globals().items())
-         if name.startswith(("rms_", "swiglu_", "rope_", "gqa_", "kv_cache_", "window_"))
+         if name.startswith(("rms_", "swiglu_", "rope_", "gqa_", "kv_cache_", "window_",
+                             "hidden_"))
          and callable(fn)}
 
 
@@ -396,3 +442,25 @@ def test_a_window_of_the_last_keys_of_the_sequence_is_wrong_and_not_named():
 
     result = checks.check(sliding_window_mask)
     assert result.status == "wrong" and not result.mistakes, result.message
+
+
+def test_the_llama_width_cases_are_the_librarys_and_the_published_widths():
+    from helpers.modern import llama_hidden
+
+    ex = checks.CATALOGUE["09.7"]
+    for case in ex.cases:
+        assert ex.reference(*case.args) == llama_hidden(*case.args), case.label
+    widths = [ex.reference(*case.args) for case in ex.cases]
+    assert widths == [32, 66, 48, 11008, 13824, 28672, 14336]  # the labels' numbers
+    for case, width in zip(ex.cases, widths):
+        assert f"{width:,}" in case.label or f" {width}" in case.label, case.label
+
+
+def test_a_learner_who_writes_llamas_own_lines_passes():
+    def llama_hidden(d_model, multiple_of=256, ffn_dim_multiplier=None):
+        hidden_dim = int(2 * (4 * d_model) / 3)
+        if ffn_dim_multiplier is not None:
+            hidden_dim = int(ffn_dim_multiplier * hidden_dim)
+        return multiple_of * ((hidden_dim + multiple_of - 1) // multiple_of)
+
+    assert checks.check(llama_hidden).status == "passed"

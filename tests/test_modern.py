@@ -464,26 +464,67 @@ def test_stack_of_pre_norm_modern_blocks_ends_with_an_rms_norm(rng):
 # ── FlashAttention's tiling ──────────────────────────────────────────────────────────────────
 
 
-@pytest.mark.parametrize("block_q, block_k", [(1, 1), (3, 5), (8, 16), (64, 64)])
-def test_flash_attention_equals_attention(block_q, block_k, rng):
+@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("block_q, block_k", [(1, 1), (3, 5), (8, 16), (13, 17), (64, 64)])
+def test_flash_attention_equals_attention(block_q, block_k, version, rng):
     Q, K, V = rng.standard_normal((13, 8)), rng.standard_normal((17, 8)), rng.standard_normal((17, 8))
     expected, _ = scaled_dot_product_attention(Q, K, V)
-    assert np.abs(flash_attention(Q, K, V, block_q, block_k) - expected).max() < 1e-12
-    assert flash_attention(Q.astype(np.float32), K.astype(np.float32), V.astype(np.float32),
-                           4, 4).dtype == np.float32
+    assert np.abs(flash_attention(Q, K, V, block_q, block_k, version=version) - expected).max() \
+        < 1e-12
+    small = [a.astype(np.float32) for a in (Q, K, V)]
+    out = flash_attention(*small, 4, 4, version=version)
+    assert out.dtype == np.float32 and np.abs(out - expected).max() < 1e-5
+
+
+def test_flash_attention_versions_agree_on_large_scores(rng):
+    """Scores of several hundred: the running maximum is what keeps exp finite, in both orders."""
+    Q, K, V = rng.standard_normal((20, 4)) * 30, rng.standard_normal((9, 4)) * 30, \
+        rng.standard_normal((9, 4))
+    expected, _ = scaled_dot_product_attention(Q, K, V)
+    for version in (1, 2):
+        assert np.abs(flash_attention(Q, K, V, 3, 2, version=version) - expected).max() < 1e-12
 
 
 def test_flash_attention_moves_what_the_formula_says(rng):
-    for n, d, M in [(64, 8, 256), (100, 16, 4096), (37, 4, 100)]:
+    for n, d, M in [(64, 8, 256), (100, 16, 4096), (37, 4, 100), (200, 16, 2048), (50, 3, 7)]:
         Q, K, V = (rng.standard_normal((n, d)) for _ in range(3))
-        moved = {}
-        block_k = math.ceil(M / (4 * d))
-        flash_attention(Q, K, V, min(block_k, d), block_k, moved)
-        standard, flash = attention_traffic(n, d, M)
-        assert moved["reads"] + moved["writes"] == flash
-        assert standard == 4 * n * d + 4 * n * n
+        big = math.ceil(M / (4 * d))
+        moved = {1: {}, 2: {}}
+        flash_attention(Q, K, V, min(big, d), big, moved[1])  # B_r = min(B_c, d), B_c = ceil(M/4d)
+        flash_attention(Q, K, V, big, min(big, d), moved[2], version=2)  # the roles swapped
+        for version in (1, 2):
+            standard, flash = attention_traffic(n, d, M, version)
+            assert moved[version]["reads"] + moved[version]["writes"] == flash
+            assert standard == 4 * n * d + 4 * n * n
+        assert attention_traffic(n, d, M) == attention_traffic(n, d, M, 1)
+        # FlashAttention-2 reads Q once, K and V once per block of queries, writes O and L once
+        assert moved[2] == {"reads": n * d + math.ceil(n / big) * 2 * n * d, "writes": n * d + n}
+        assert sum(moved[2].values()) <= sum(moved[1].values())
     with pytest.raises(ValueError, match="one head"):
         flash_attention(np.zeros((2, 3, 4)), np.zeros((3, 4)), np.zeros((3, 4)), 2, 2)
+
+
+@pytest.mark.parametrize("n_q, n_k, block", [(13, 17, 1), (13, 17, 4), (30, 30, 7), (5, 40, 16)])
+def test_flash_attention_2_moves_less_at_the_same_tiles(n_q, n_k, block, rng):
+    Q, K, V = rng.standard_normal((n_q, 6)), rng.standard_normal((n_k, 6)), \
+        rng.standard_normal((n_k, 6))
+    moved = {1: {}, 2: {}}
+    for version in (1, 2):
+        flash_attention(Q, K, V, block, block, moved[version], version=version)
+    t_q, t_k = math.ceil(n_q / block), math.ceil(n_k / block)
+    assert moved[1] == {"reads": 2 * n_k * 6 + t_k * (2 * n_q * 6 + 2 * n_q),
+                        "writes": n_q * 6 + 2 * n_q + t_k * (n_q * 6 + 2 * n_q)}
+    assert moved[2] == {"reads": n_q * 6 + t_q * 2 * n_k * 6, "writes": n_q * 6 + n_q}
+    assert sum(moved[2].values()) <= sum(moved[1].values())
+
+
+@pytest.mark.parametrize("version", [0, 3, 1.0, "2", True, None])
+def test_flash_attention_refuses_a_version_that_is_not_1_or_2(version):
+    Q = np.ones((3, 4))
+    with pytest.raises(ValueError, match="version"):
+        flash_attention(Q, Q, Q, 2, 2, version=version)
+    with pytest.raises(ValueError, match="version"):
+        attention_traffic(64, 16, 256, version)
 
 
 # ── the decoder-only reversal ────────────────────────────────────────────────────────────────

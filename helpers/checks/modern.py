@@ -1,5 +1,7 @@
 """Exercises of notebook 09: RMSNorm, SwiGLU, RoPE, grouped-query attention, the KV cache of a
-published model, and a sliding-window mask."""
+published model, a sliding-window mask, and llama's SwiGLU width."""
+
+import math
 
 import numpy as np
 
@@ -485,4 +487,81 @@ SLIDING_WINDOW = Exercise(
     ),
 )
 
-EXERCISES = (RMS_NORM, SWIGLU, ROPE, GQA, KV_CACHE_BYTES, SLIDING_WINDOW)
+# ── 09.7 · llama's SwiGLU width (a transfer: §2's 8/3 rule, as Meta's code rounds it) ─────────
+
+_LLAMA = ("09 §2 · SwiGLU: a gated feed-forward network (llama's rule: Going further · A llama, "
+          "number for number)")
+
+
+def _llama_hidden(d_model, multiple_of=256, ffn_dim_multiplier=None, *, four=4, truncate=True,
+                  rounding="up", multiplier="before"):
+    """2/3 of 4 d_model, truncated to an integer, times ffn_dim_multiplier (truncated again),
+    rounded up to a multiple of `multiple_of`; with the slips of the mistakes below."""
+    hidden = 2 * four * d_model / 3
+    hidden = int(hidden) if truncate else hidden
+    if ffn_dim_multiplier is not None and multiplier == "before":
+        hidden = ffn_dim_multiplier * hidden
+        hidden = int(hidden) if truncate else hidden
+    if rounding == "up":
+        hidden = multiple_of * math.ceil(hidden / multiple_of)
+    elif rounding == "down":
+        hidden = multiple_of * math.floor(hidden / multiple_of)
+    elif rounding == "nearest":
+        hidden = multiple_of * round(hidden / multiple_of)
+    if ffn_dim_multiplier is not None and multiplier == "after":
+        hidden = int(ffn_dim_multiplier * hidden)
+    return int(hidden)
+
+
+def _hidden_model(**slip):
+    return lambda d_model, multiple_of=256, ffn_dim_multiplier=None: _llama_hidden(
+        d_model, multiple_of, ffn_dim_multiplier, **slip)
+
+
+LLAMA_HIDDEN = Exercise(
+    key="09.7", name="llama_hidden", reference=_llama_hidden, see=_LLAMA,
+    cases=(
+        Case("d_model = 10, multiple_of = 8 (by hand: 2/3 of 40 is 26.7, int 26, rounded up "
+             "to 32)", (10, 8)),
+        Case("d_model = 25, multiple_of = 2 (by hand: 2/3 of 100 is 66.7, int 66, already a "
+             "multiple of 2)", (25, 2)),
+        Case("d_model = 12, multiple_of = 8, ffn_dim_multiplier = 1.5 (by hand: 32, times 1.5 "
+             "is 48, a multiple of 8)", (12, 8, 1.5)),
+        Case("Llama 2 7B (dim 4096, multiple_of 256): 11,008", (4096, 256)),
+        Case("Llama 2 13B (dim 5120, multiple_of 256): 13,824", (5120, 256)),
+        Case("Llama 2 70B (dim 8192, multiple_of 4096, ffn_dim_multiplier 1.3): 28,672",
+             (8192, 4096, 1.3)),
+        Case("Llama 3 8B (dim 4096, multiple_of 1024, ffn_dim_multiplier 1.3): 14,336",
+             (4096, 1024, 1.3)),
+    ),
+    mistakes=(
+        Mistake("hidden-not-rounded",
+                "the width is 2/3 of 4 d_model, but never rounded to a multiple of multiple_of: "
+                "llama rounds it up, so that the width suits the hardware", _LLAMA,
+                _hidden_model(rounding=None)),
+        Mistake("hidden-rounded-down",
+                "the width is rounded down to a multiple of multiple_of: llama rounds up "
+                "(multiple_of * ((hidden + multiple_of - 1) // multiple_of))", _LLAMA,
+                _hidden_model(rounding="down")),
+        Mistake("hidden-rounded-to-nearest",
+                "the width is rounded to the nearest multiple of multiple_of: llama rounds up",
+                _LLAMA, _hidden_model(rounding="nearest")),
+        Mistake("hidden-multiplier-after-rounding",
+                "ffn_dim_multiplier is applied after the rounding: llama multiplies the "
+                "truncated 2/3 of 4 d_model first, then rounds the product up", _LLAMA,
+                _hidden_model(multiplier="after")),
+        Mistake("hidden-multiplier-ignored",
+                "ffn_dim_multiplier is ignored: when given (Llama 2 70B's 1.3), it scales the "
+                "width before the rounding", _LLAMA, _hidden_model(multiplier=None)),
+        Mistake("hidden-without-the-4",
+                "the width starts from 2/3 of d_model: llama starts from 4 d_model, the paper's "
+                "ReLU width, and takes 2/3 of that (SwiGLU has three matrices, not two)", _LLAMA,
+                _hidden_model(four=1)),
+        Mistake("hidden-not-truncated",
+                "the fractions are kept until the rounding: llama truncates 2/3 of 4 d_model to an "
+                "integer first (int(...)), which can land on a multiple one lower", _LLAMA,
+                _hidden_model(truncate=False)),
+    ),
+)
+
+EXERCISES = (RMS_NORM, SWIGLU, ROPE, GQA, KV_CACHE_BYTES, SLIDING_WINDOW, LLAMA_HIDDEN)
