@@ -305,7 +305,7 @@ LAYERS = {  # a module may import only modules of a lower layer (README, "Layout
     "helpers.diagrams": 0,
     "helpers.transformer": 1, "helpers.mask_formats": 1,
     "helpers.training": 2, "helpers.decoding": 2,
-    "helpers.modern": 3, "helpers.translation": 3,
+    "helpers.modern": 3, "helpers.translation": 3, "helpers.rnn": 3,
     "helpers.data": 4, "helpers.reversal": 4,
     "helpers.analysis": 5, "helpers.lm": 5,
     "helpers.checks.core": 0, "helpers.checks.wire": 0, "helpers.checks.zygote": 0,
