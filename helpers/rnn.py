@@ -53,8 +53,9 @@ GRUCache = namedtuple("GRUCache", "tokens x h z r c")  # what backward reads
 
 
 class CharRNN(Module):
-    """Karpathy's char-RNN with a GRU: token vectors (embed), one GRU layer unrolled over time,
-    and a linear map from each state to the logits of the next character. Cho et al.'s GRU:
+    """A char-RNN-style model (Karpathy, 2015) with a GRU: token vectors (embed), one GRU layer
+    unrolled over time, and a linear map from each state to the logits of the next character.
+    Cho et al.'s GRU (the reset gate r applied before U_h; PyTorch's nn.GRU applies it after):
 
         z = sigmoid(x W_z + h U_z + b_z)          update gate: how much of h to keep
         r = sigmoid(x W_r + h U_r + b_r)          reset gate: how much of h the candidate reads

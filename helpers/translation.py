@@ -69,8 +69,8 @@ def merge_pair(symbols, pair):
 
 
 def bpe_step(spelled):
-    """One merge of byte-pair encoding: the most frequent adjacent pair (ties: the larger pair)
-    merged everywhere. Returns (pair, the words spelled anew)."""
+    """One merge of byte-pair encoding: the most frequent adjacent pair (ties: the pair
+    larger as strings) merged everywhere. Returns (pair, the words spelled anew)."""
     pairs = count_pairs(spelled)
     if not pairs:
         raise ValueError("spelled has no word of two symbols or more: nothing to merge")
@@ -92,7 +92,7 @@ def _descending(pair):
 def learn_bpe(word_counts, n_merges):
     """Byte-pair encoding (Sennrich et al. 2016), learned from {word: count}: split every word
     into characters (the last one marked END), then `n_merges` times merge the most frequent
-    adjacent pair of symbols everywhere (ties: the larger pair, as subword-nmt breaks them),
+    adjacent pair of symbols everywhere (ties: the pair larger as strings, as in subword-nmt),
     until no pair occurs twice. Returns the merges, in order: [(left, right), ...]."""
     n_merges = check_int(n_merges, "n_merges", "[0, inf)")
     if not isinstance(word_counts, dict) or not all(
