@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from helpers.modern import sigmoid  # notebook 09's
 from helpers.module import Module, clear_caches, collect_grads
 from helpers.training import embedding_backward, linear_backward
 from helpers.validation import (
@@ -22,14 +23,6 @@ from helpers.validation import (
 )
 
 # ── 10 · Going further: a character RNN ───────────────────────────────────────────────────────
-
-
-def sigmoid(a):
-    """1 / (1 + exp(-a)), notebook 09's, written again so that this module needs nothing of
-    helpers/modern.py: for a large negative a, exp(-a) overflows to inf and 1 / inf = 0 is right,
-    so the overflow warning is silenced, not the value."""
-    with np.errstate(over="ignore"):
-        return 1.0 / (1.0 + np.exp(-a))
 
 
 @dataclass(frozen=True)
