@@ -395,6 +395,10 @@ class DecoderOnlyConfig:
         keep("dtype", check_float_dtype(self.dtype).name)
         check_parts(self.norm, self.ffn)
 
+    def build(self, rng):
+        """The model of this configuration, its weights drawn from `rng`."""
+        return DecoderOnly.from_config(self, rng)
+
 
 class LMCache(NamedTuple):
     """What DecoderOnly.forward keeps for backward: the token ids and the last hidden states."""
@@ -415,8 +419,10 @@ class DecoderOnly(Module):
     the sum of embeddings (and PE) and inside every block, in training mode only.
     """
 
+    Config, Block = DecoderOnlyConfig, ModernBlock  # what a variant of the model may replace
+
     def __init__(self, vocab, rng, **options):
-        self.config = c = DecoderOnlyConfig(vocab, **options)
+        self.config = c = self.Config(vocab, **options)
         rng = check_rng(rng)
         self.vocab, self.d_model, self.tie_output = c.vocab, c.d_model, c.tie_output
         output = () if c.tie_output else ("W_out", "b_out") if c.bias else ("W_out",)
@@ -425,11 +431,8 @@ class DecoderOnly(Module):
                    if c.position == "sinusoidal" else None)  # (max_len, d_model) or None
         std = 1.0 / np.sqrt(c.d_model)  # times sqrt(d_model) below: unit-variance token vectors
         self.token_embed = rng.normal(0.0, std, (c.vocab, c.d_model)).astype(c.dtype)
-        self.decoder = Stack(ModernBlock, c.n_layers, c.d_model, c.n_heads, c.d_ff, rng,
-                             n_kv_heads=c.n_kv_heads, norm=c.norm, ffn=c.ffn,
-                             rope=c.position == "rope", norm_first=c.norm_first,
-                             max_len=c.max_len, bias=c.bias, eps=c.norm_eps, dropout=c.dropout,
-                             dtype=c.dtype)
+        self.decoder = Stack(self.Block, c.n_layers, c.d_model, c.n_heads, c.d_ff, rng,
+                             norm_first=c.norm_first, dtype=c.dtype, **self.block_options())
         if self.decoder.norm is not None:  # the final norm of pre-norm, built by Stack
             self.decoder.norm.eps = c.norm_eps
         if not c.tie_output:
@@ -441,6 +444,17 @@ class DecoderOnly(Module):
     def from_config(cls, config, rng):
         """DecoderOnly(**fields of `config`), for a DecoderOnlyConfig."""
         return cls(rng=rng, **asdict(config))
+
+    def block_options(self):
+        """The switches every block is built with, from the configuration."""
+        c = self.config
+        return {"n_kv_heads": c.n_kv_heads, "norm": c.norm, "ffn": c.ffn,
+                "rope": c.position == "rope", "max_len": c.max_len, "bias": c.bias,
+                "eps": c.norm_eps, "dropout": c.dropout}
+
+    def mask(self, T):
+        """The blocks' mask for T positions, True = blocked: the causal mask."""
+        return causal_mask(T)
 
     def decode(self, tokens, kv_caches=None):
         """tokens (B, T) ids -> the last block's output (B, T, d_model), final norm included.
@@ -462,7 +476,7 @@ class DecoderOnly(Module):
         if self.pe is not None:
             x = x + self.pe[start:T]
         x = self.dropout.forward(x)
-        return self.decoder.forward(x, causal_mask(T)[start:], kv_caches=kv_caches)
+        return self.decoder.forward(x, self.mask(T)[start:], kv_caches=kv_caches)
 
     def scale(self):
         """What the token vectors are multiplied by: sqrt(d_model), or 1 (embed_scale=False)."""

@@ -11,7 +11,7 @@ from dataclasses import replace
 import numpy as np
 
 from helpers.decoding import greedy_decode
-from helpers.modern import PAPER_2017, DecoderOnly, DecoderOnlyConfig
+from helpers.modern import PAPER_2017, DecoderOnlyConfig
 from helpers.module import clear_caches
 from helpers.training import cross_entropy, lrate, lrate_linear_decay, train
 from helpers.transformer import Transformer, TransformerConfig
@@ -222,8 +222,8 @@ LM_SIZES = {"vocab": VOCAB_SIZE, "d_model": 32, "n_heads": 4, "n_layers": 2, "ma
 
 
 def parameter_count(config):
-    """The number of parameters of DecoderOnly(config), counted on a model built from it."""
-    model = DecoderOnly.from_config(config, np.random.default_rng(0))
+    """The number of parameters of the model of `config`, counted on a model built from it."""
+    model = config.build(np.random.default_rng(0))
     return sum(p.size for p in model.parameters().values())
 
 
@@ -250,7 +250,7 @@ def train_reverse_lm(seed, config, *, peak=5e-3, warmup=100, steps=1500, budget=
     first `budget` steps of that schedule. history["seconds"] is the wall time of the training
     steps, evaluations left out. Returns (model, history, task); the same seed gives the same
     model, bit for bit, with the same NumPy and BLAS build."""
-    model = DecoderOnly.from_config(config, np.random.default_rng(seed))
+    model = config.build(np.random.default_rng(seed))
     task, rng = reverse_task(), np.random.default_rng(seed + 1)  # rng: the batches
     val, spent = task["val"], [0.0]
 

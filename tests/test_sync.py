@@ -305,7 +305,7 @@ LAYERS = {  # a module may import only modules of a lower layer (README, "Layout
     "helpers.diagrams": 0,
     "helpers.transformer": 1, "helpers.mask_formats": 1,
     "helpers.training": 2, "helpers.decoding": 2,
-    "helpers.modern": 3, "helpers.translation": 3, "helpers.rnn": 4,
+    "helpers.modern": 3, "helpers.translation": 3, "helpers.rnn": 4, "helpers.recent": 4,
     "helpers.data": 5, "helpers.reversal": 5,
     "helpers.analysis": 6, "helpers.lm": 6,
     "helpers.checks.core": 0, "helpers.checks.wire": 0, "helpers.checks.zygote": 0,

@@ -1,0 +1,75 @@
+"""What the models of 2023-2025 added to notebook 09's block, in NumPy: sliding-window attention
+with a key/value cache bounded by the window, QK-norm, a mixture of experts with top-k routing and
+a load-balancing loss, multi-head latent attention, and RoPE's base and scaling (notebook 09,
+Going further). Each piece is one class or function with its backward pass; RecentDecoder is
+notebook 09's DecoderOnly with any of them switched on (RecentConfig), everything off by default.
+
+Every definition below is written in notebook 09 first, in a cell that starts with
+``# saved in helpers/recent.py``; ``tests/test_sync.py`` proves the two copies are identical.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from helpers.modern import DecoderOnly, DecoderOnlyConfig, ModernBlock
+from helpers.transformer import causal_mask
+
+# ── 09 · The Transformer today ────────────────────────────────────────────────────────────────
+
+# ==== sliding-window attention (helper A) ====
+
+# ==== QK-norm (helper B) ====
+
+# ==== mixture of experts (helper C) ====
+
+# ==== multi-head latent attention (helper D) ====
+
+# ==== RoPE's base and scaling (helper E) ====
+
+# ==== all of them in one model ====
+
+
+@dataclass(frozen=True)
+class RecentConfig(DecoderOnlyConfig):
+    """DecoderOnlyConfig with the pieces of 2023-2025 models, each off by default (then the model
+    is DecoderOnly's, weight for weight). See RecentDecoder."""
+
+    window: int | None = None  # sliding-window attention: the keys each query sees (Mistral)
+    qk_norm: bool = False  # an RMSNorm on every query and key head before the scores
+    n_experts: int = 0  # 0: one dense feed-forward network; else a mixture of n_experts
+    top_k: int = 2  # experts per token (mixture of experts)
+    balance: float = 0.01  # the load-balancing loss's coefficient (mixture of experts)
+    d_latent: int | None = None  # multi-head latent attention: the cached latent's width
+    rope_base: float = 10000.0  # RoPE's base theta
+
+    def __post_init__(self):
+        super().__post_init__()
+
+    def build(self, rng):
+        """The model of this configuration, its weights drawn from `rng`."""
+        return RecentDecoder.from_config(self, rng)
+
+
+class RecentBlock(ModernBlock):
+    """ModernBlock with any of the new pieces: each replaces one part, after ModernBlock has
+    drawn its own (so with every piece off it is ModernBlock, weight for weight)."""
+
+    def __init__(self, d_model, n_heads, d_ff, rng, *, window=None, qk_norm=False, n_experts=0,
+                 top_k=2, balance=0.01, d_latent=None, rope_base=10000.0, **options):
+        super().__init__(d_model, n_heads, d_ff, rng, **options)
+
+
+class RecentDecoder(DecoderOnly):
+    """DecoderOnly (notebook 09) built of RecentBlocks, configured by a RecentConfig."""
+
+    Config, Block = RecentConfig, RecentBlock
+
+    def block_options(self):
+        c = self.config
+        return {**super().block_options(), "window": c.window, "qk_norm": c.qk_norm,
+                "n_experts": c.n_experts, "top_k": c.top_k, "balance": c.balance,
+                "d_latent": c.d_latent, "rope_base": c.rope_base}
+
+    def mask(self, T):
+        return causal_mask(T)
