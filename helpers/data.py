@@ -49,6 +49,8 @@ REVERSE_RUNS = DATA / "reverse_runs.json"
 MODERN_MODELS = DATA / "modern_models.npz"
 MODERN_MANIFEST = DATA / "modern_models.json"
 MODERN_RUNS = DATA / "modern_runs.json"
+RECENT_RUNS = DATA / "recent_runs.json"
+RECENT_MANIFEST = DATA / "recent_manifest.json"
 SHAKESPEARE = DATA / "tinyshakespeare.txt.gz"
 SHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
 LM_MODEL = DATA / "lm_model.npz"
@@ -77,6 +79,8 @@ _MODERN = "python benchmarks/train_modern.py --save"
 REGENERATE = {  # the command that writes each file of data/ (the text is committed, not made)
     REVERSE_MODEL.name: _REVERSE, REVERSE_MANIFEST.name: _REVERSE, REVERSE_RUNS.name: _REVERSE,
     MODERN_MODELS.name: _MODERN, MODERN_MANIFEST.name: _MODERN, MODERN_RUNS.name: _MODERN,
+    RECENT_RUNS.name: "python benchmarks/train_recent.py --save",
+    RECENT_MANIFEST.name: "python benchmarks/train_recent.py --save",
     LM_MODEL.name: "python benchmarks/train_lm.py --save --threads 1",
     LM_MANIFEST.name: "python benchmarks/train_lm.py --save --threads 1",
     LM_RUNS.name: "python benchmarks/train_lm.py --record",
