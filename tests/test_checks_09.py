@@ -8,6 +8,7 @@ tests/test_checks.py asserts that the checker names exactly the mistake each one
 import math
 
 import numpy as np
+import pytest
 
 from helpers import checks
 
@@ -356,9 +357,88 @@ def hidden_not_truncated(d_model, multiple_of=256, ffn_dim_multiplier=None):
     return multiple_of * math.ceil(hidden / multiple_of)
 
 
+# ── 09.8 · top_k_routing ─────────────────────────────────────────────────────────────────────
+
+
+def _gates(top):  # a right softmax over each token's k chosen logits
+    e = np.exp(top - np.max(top, axis=-1, keepdims=True))
+    return e / np.sum(e, axis=-1, keepdims=True)
+
+
+def router_softmax_over_all_experts(logits, k):
+    probs = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    probs = probs / probs.sum(axis=-1, keepdims=True)  # over all E experts
+    experts = np.argsort(-probs, axis=-1, kind="stable")[..., :k]
+    return experts, np.take_along_axis(probs, experts, axis=-1)  # not renormalised
+
+
+def router_k_smallest(logits, k):
+    experts = np.argsort(logits, axis=-1, kind="stable")[..., :k]
+    return experts, _gates(np.take_along_axis(logits, experts, axis=-1))
+
+
+def router_largest_last(logits, k):
+    experts = np.argsort(logits, axis=-1, kind="stable")[..., -k:]  # the k largest, ascending
+    return experts, _gates(np.take_along_axis(logits, experts, axis=-1))
+
+
+def router_experts_in_index_order(logits, k):
+    kth = -np.sort(-logits, axis=-1)[..., k - 1:k]  # the k-th largest logit
+    experts = np.empty(logits.shape[:-1] + (k,), dtype=int)
+    for index in np.ndindex(logits.shape[:-1]):  # the chosen experts, read left to right
+        above = np.flatnonzero(logits[index] > kth[index][0])
+        tied = np.flatnonzero(logits[index] == kth[index][0])
+        experts[index] = np.sort(np.concatenate([above, tied])[:k])
+    return experts, _gates(np.take_along_axis(logits, experts, axis=-1))
+
+
+def router_ties_to_higher_index(logits, k):
+    experts = np.argsort(logits, axis=-1)[..., ::-1][..., :k]  # descending, by reversal
+    return experts, _gates(np.take_along_axis(logits, experts, axis=-1))
+
+
+def router_gates_not_aligned(logits, k):
+    experts = np.argsort(-logits, axis=-1, kind="stable")[..., :k]
+    top = np.sort(logits, axis=-1)[..., -k:]  # the k largest values, but ascending
+    return experts, _gates(top)
+
+
+def router_argmax_repeated(logits, k):
+    experts = [np.argmax(logits, axis=-1) for _ in range(k)]  # never masks the one picked
+    experts = np.stack(experts, axis=-1)
+    return experts, _gates(np.take_along_axis(logits, experts, axis=-1))
+
+
+def router_softmax_over_axis_0(logits, k):
+    experts = np.argsort(-logits, axis=-1, kind="stable")[..., :k]
+    top = np.take_along_axis(logits, experts, axis=-1)
+    e = np.exp(top - top.max(axis=0))
+    return experts, e / e.sum(axis=0)
+
+
+def router_softmax_over_everything(logits, k):
+    experts = np.argsort(-logits, axis=-1, kind="stable")[..., :k]
+    top = np.take_along_axis(logits, experts, axis=-1)
+    e = np.exp(top - np.max(top))
+    return experts, e / np.sum(e)
+
+
+def router_softmax_overflows(logits, k):
+    experts = np.argsort(-logits, axis=-1, kind="stable")[..., :k]
+    e = np.exp(np.take_along_axis(logits, experts, axis=-1))
+    return experts, e / e.sum(axis=-1, keepdims=True)
+
+
+def router_softmax_global_max(logits, k):
+    experts = np.argsort(-logits, axis=-1, kind="stable")[..., :k]
+    top = np.take_along_axis(logits, experts, axis=-1)
+    e = np.exp(top - np.max(top))
+    return experts, e / e.sum(axis=-1, keepdims=True)
+
+
 WRONG = {name.replace("_", "-"): fn for name, fn in list(globals().items())
          if name.startswith(("rms_", "swiglu_", "rope_", "gqa_", "kv_cache_", "window_",
-                             "hidden_"))
+                             "hidden_", "router_"))
          and callable(fn)}
 
 
@@ -464,3 +544,63 @@ def test_a_learner_who_writes_llamas_own_lines_passes():
         return multiple_of * ((hidden_dim + multiple_of - 1) // multiple_of)
 
     assert checks.check(llama_hidden).status == "passed"
+
+
+def test_the_router_cases_are_the_labels_numbers():
+    ex = checks.CATALOGUE["09.8"]
+    experts, gates = ex.reference(*ex.cases[0].args)  # by hand
+    assert experts.tolist() == [[2, 1], [3, 0]] and "[[2, 1], [3, 0]]" in ex.cases[0].label
+    assert np.allclose(gates, [[0.73, 0.27], [0.88, 0.12]], atol=0.005)
+    experts, gates = ex.reference(*ex.cases[4].args)  # ties: the lower index first
+    assert experts.tolist() == [[0, 1], [1, 2], [0, 1]] and np.all(gates == 0.5)
+    experts, gates = ex.reference(*ex.cases[5].args)  # ±1000: finite, as by hand
+    assert np.allclose(gates, [[0.88, 0.12], [0.73, 0.27]], atol=0.005)
+    for case in ex.cases:
+        logits, k = case.args
+        experts, gates = ex.reference(logits, k)
+        assert experts.shape == gates.shape == logits.shape[:-1] + (k,), case.label
+        assert np.allclose(gates.sum(axis=-1), 1.0), case.label  # each token's k gates
+        top = np.take_along_axis(logits, experts, axis=-1)
+        assert np.all(np.diff(top, axis=-1) <= 0), case.label  # largest first
+        assert np.all(top[..., -1:] >= np.sort(logits, axis=-1)[..., -k:-k + 1 or None])
+    assert [case.args[1] for case in ex.cases].count(1) == 1  # k = 1 and k = E are cases
+    assert any(case.args[1] == case.args[0].shape[-1] for case in ex.cases)
+    assert any(case.args[0].ndim == 3 for case in ex.cases)  # (B, T, E)
+
+
+def test_the_router_reference_is_the_softmax_of_all_experts_renormalised():
+    """Hugging Face's Mixtral: softmax over all experts, top-k, divided by their sum; the same
+    gates as the softmax over the k chosen logits (Mixtral's reference code), to rounding."""
+    ex = checks.CATALOGUE["09.8"]
+    logits = np.random.default_rng(8).normal(size=(4, 5, 8)) * 3
+    for k in (1, 2, 3, 8):
+        experts, gates = ex.reference(logits, k)
+        p = np.exp(logits - logits.max(axis=-1, keepdims=True))
+        p /= p.sum(axis=-1, keepdims=True)
+        chosen = np.take_along_axis(p, experts, axis=-1)
+        assert np.allclose(gates, chosen / chosen.sum(axis=-1, keepdims=True), atol=1e-12)
+        assert np.array_equal(experts[..., 0], logits.argmax(axis=-1))  # np.argmax's first max
+
+
+def test_a_learner_who_masks_and_repeats_argmax_passes():
+    def top_k_routing(logits, k):
+        scores = np.array(logits, dtype=float)
+        experts = []
+        for _ in range(k):  # pick the largest, then hide it
+            best = np.argmax(scores, axis=-1)
+            experts.append(best)
+            np.put_along_axis(scores, best[..., None], -np.inf, axis=-1)
+        experts = np.stack(experts, axis=-1)
+        top = np.take_along_axis(logits, experts, axis=-1)
+        e = np.exp(top - top[..., :1])  # the first is the largest
+        return experts, e / e.sum(axis=-1, keepdims=True)
+
+    assert checks.check(top_k_routing).status == "passed"
+
+
+def test_the_router_reference_refuses_a_k_out_of_range():
+    ex = checks.CATALOGUE["09.8"]
+    with pytest.raises(ValueError, match="k must be between 1 and n_experts = 4, got 5"):
+        ex.reference(np.zeros((2, 4)), 5)
+    with pytest.raises(ValueError, match="got 0"):
+        ex.reference(np.zeros((2, 4)), 0)

@@ -1,5 +1,5 @@
 """Exercises of notebook 09: RMSNorm, SwiGLU, RoPE, grouped-query attention, the KV cache of a
-published model, a sliding-window mask, and llama's SwiGLU width."""
+published model, a sliding-window mask, llama's SwiGLU width, and Mixtral's top-k router."""
 
 import math
 
@@ -564,4 +564,132 @@ LLAMA_HIDDEN = Exercise(
     ),
 )
 
-EXERCISES = (RMS_NORM, SWIGLU, ROPE, GQA, KV_CACHE_BYTES, SLIDING_WINDOW, LLAMA_HIDDEN)
+# ── 09.8 · Mixtral's router (a transfer: notebook 01's softmax over the k chosen experts) ──────
+
+_ROUTER = ("09 §2 · SwiGLU: a gated feed-forward network (Going further · A mixture of experts: "
+           "top-k routing and a load-balancing loss)")
+_SOFTMAX = "01 §3 · Softmax, without overflow"
+
+
+def _softmax(a, axis=-1):
+    e = np.exp(a - a.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _top_k_routing(logits, k):
+    """The k largest logits of each token, largest first (ties to the lower expert index), and
+    the softmax over those k logits only (Mixtral)."""
+    logits = np.asarray(logits)
+    if not 1 <= k <= logits.shape[-1]:
+        raise ValueError(f"k must be between 1 and n_experts = {logits.shape[-1]}, got {k}")
+    experts = np.argsort(-logits, axis=-1, kind="stable")[..., :k]  # (..., k)
+    return experts, _softmax(np.take_along_axis(logits, experts, axis=-1))
+
+
+def _routed(experts=None, gates=_softmax):
+    """A router that picks experts(logits, k) (default: the reference's) and gives them
+    gates(their logits), the slips of the mistakes below."""
+    def model(logits, k):
+        chosen = (_top_k_routing(logits, k)[0] if experts is None else experts(logits, k))
+        return chosen, gates(np.take_along_axis(logits, chosen, axis=-1))
+    return model
+
+
+def _ascending(logits):
+    return np.argsort(logits, axis=-1, kind="stable")
+
+
+def _unshifted(a):
+    return np.exp(a) / np.exp(a).sum(axis=-1, keepdims=True)
+
+
+def _over_everything(a):
+    return np.exp(a - a.max()) / np.exp(a - a.max()).sum()
+
+
+def _all_experts_softmax(logits, k):
+    experts = _top_k_routing(logits, k)[0]
+    return experts, np.take_along_axis(_softmax(logits), experts, axis=-1)
+
+
+def _gates_reversed(logits, k):
+    experts, gates = _top_k_routing(logits, k)
+    return experts, gates[..., ::-1]
+
+
+TOP_K_ROUTING = Exercise(
+    key="09.8", name="top_k_routing", reference=_top_k_routing, see=_ROUTER,
+    outputs=("experts", "gates"),
+    cases=(
+        Case("2 tokens, 4 experts, k = 2: logits [[0, 2, 3, 1], [1, 0, -1, 3]] (by hand: experts "
+             "[[2, 1], [3, 0]], gates the softmax of [3, 2] and of [3, 1]: [[0.73, 0.27], "
+             "[0.88, 0.12]])", (np.array([[0.0, 2.0, 3.0, 1.0], [1.0, 0.0, -1.0, 3.0]]), 2)),
+        Case("a batch of logits (B, T, E) = (2, 3, 8), k = 2",
+             (_rng.normal(size=(2, 3, 8)) * 2, 2)),
+        Case("k = 1 (Switch Transformer's top-1), 5 tokens, 4 experts: every gate is 1",
+             (_rng.normal(size=(5, 4)) * 2, 1)),
+        Case("k = E = 4: every expert, sorted by logit, 3 tokens", (_rng.normal(size=(3, 4)), 4)),
+        Case("ties, k = 2: logits [[1, 1, 0, 1], [0, 2, 2, -1], [3, 3, 3, 3]] (ties go to the "
+             "lower expert index: experts [[0, 1], [1, 2], [0, 1]], every gate 0.5)",
+             (np.array([[1.0, 1.0, 0.0, 1.0], [0.0, 2.0, 2.0, -1.0], [3.0, 3.0, 3.0, 3.0]]), 2)),
+        Case("logits of ±1000, k = 2: [[1000, 998, 0, -5], [-1000, -1001, -1003, -1002]] (no "
+             "overflow: gates [[0.88, 0.12], [0.73, 0.27]])",
+             (np.array([[1000.0, 998.0, 0.0, -5.0], [-1000.0, -1001.0, -1003.0, -1002.0]]), 2)),
+    ),
+    mistakes=(
+        Mistake("router-softmax-over-all-experts",
+                "the softmax runs over all the experts and the k chosen probabilities are kept "
+                "as they are: they sum to less than 1 (Switch's and DeepSeek's routing); "
+                "Mixtral takes the softmax over the k chosen logits only (or renormalises the "
+                "k probabilities to sum to 1)", _ROUTER, _all_experts_softmax),
+        Mistake("router-k-smallest",
+                "the experts with the k smallest logits are chosen (np.argsort sorts in "
+                "ascending order); the router picks the k largest: argsort -logits",
+                _ROUTER, _routed(lambda logits, k: _ascending(logits)[..., :k])),
+        Mistake("router-largest-last",
+                "the k largest logits are chosen, but from the smallest of them to the largest "
+                "(np.argsort(logits)[..., -k:]); experts[..., 0] must be each token's largest",
+                _ROUTER, _routed(lambda logits, k: _ascending(logits)[..., -k:])),
+        Mistake("router-experts-in-index-order",
+                "the k experts are listed by their index (sorted, or from a mask); they are "
+                "listed by logit, largest first, with their gates in the same order",
+                _ROUTER, _routed(lambda logits, k: np.sort(_top_k_routing(logits, k)[0],
+                                                           axis=-1))),
+        Mistake("router-ties-to-higher-index",
+                "tied logits go to the higher expert index (np.argsort(logits)[..., ::-1] "
+                "reverses the order of ties too); ties go to the lower index, as "
+                "np.argsort(-logits, kind='stable') keeps them",
+                _ROUTER, _routed(lambda logits, k: _ascending(logits)[..., ::-1][..., :k])),
+        Mistake("router-gates-not-aligned",
+                "the gates come in the reverse order of the experts (np.sort(logits)[..., -k:] "
+                "is ascending): gates[..., j] must belong to experts[..., j]",
+                _ROUTER, _gates_reversed),
+        Mistake("router-argmax-repeated",
+                "the same expert is picked k times: np.argmax again and again returns the same "
+                "index unless the chosen logit is set to -inf before the next pick",
+                _ROUTER, _routed(lambda logits, k: np.repeat(
+                    logits.argmax(axis=-1)[..., None], k, axis=-1))),
+        Mistake("router-softmax-over-axis-0",
+                "the softmax of the chosen logits runs over axis 0 (the tokens, or the batch); "
+                "each token's k gates are normalised over its own k experts, the last axis",
+                "01 §2 · All the scores at once (row i holds query i's scores)",
+                _routed(gates=lambda a: _softmax(a, axis=0))),
+        Mistake("router-softmax-over-everything",
+                "the softmax's sum runs over the whole array (no axis): the gates of all the "
+                "tokens together sum to 1, not each token's k gates", _SOFTMAX,
+                _routed(gates=_over_everything)),
+        Mistake("router-softmax-overflows",
+                "the softmax does not subtract each token's largest logit: exp(1000) overflows "
+                "to inf (and exp(-1000) is 0), and inf / inf or 0 / 0 is NaN", _SOFTMAX,
+                _routed(gates=_unshifted)),
+        Mistake("router-softmax-global-max",
+                "one maximum of the whole array (np.max) is subtracted, not each token's: a "
+                "token whose logits are all far below it underflows to exp(...) = 0 and gets "
+                "0 / 0", _SOFTMAX,
+                _routed(gates=lambda a: np.exp(a - a.max()) / np.exp(a - a.max()).sum(
+                    axis=-1, keepdims=True))),
+    ),
+)
+
+EXERCISES = (RMS_NORM, SWIGLU, ROPE, GQA, KV_CACHE_BYTES, SLIDING_WINDOW, LLAMA_HIDDEN,
+             TOP_K_ROUTING)
