@@ -639,9 +639,9 @@ TOP_K_ROUTING = Exercise(
     mistakes=(
         Mistake("router-softmax-over-all-experts",
                 "the softmax runs over all the experts and the k chosen probabilities are kept "
-                "as they are: they sum to less than 1 (Switch's and DeepSeek's routing); "
-                "Mixtral takes the softmax over the k chosen logits only (or renormalises the "
-                "k probabilities to sum to 1)", _ROUTER, _all_experts_softmax),
+                "as they are: they sum to less than 1 (Switch Transformer's and DeepSeek-V2's "
+                "routing); Mixtral takes the softmax over the k chosen logits only (or "
+                "renormalises the k probabilities to sum to 1)", _ROUTER, _all_experts_softmax),
         Mistake("router-k-smallest",
                 "the experts with the k smallest logits are chosen (np.argsort sorts in "
                 "ascending order); the router picks the k largest: argsort -logits",
