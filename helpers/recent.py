@@ -14,10 +14,20 @@ import numpy as np
 
 from helpers.modern import DecoderOnly, DecoderOnlyConfig, ModernBlock
 from helpers.transformer import causal_mask
+from helpers.validation import check_positive_int
 
 # ── 09 · The Transformer today ────────────────────────────────────────────────────────────────
 
 # ==== sliding-window attention (helper A) ====
+
+
+def sliding_window_mask(T, window):
+    """(T, T) boolean, True = blocked: query q sees the keys q - window < k <= q, itself and the
+    window - 1 before it (Mistral's sliding window); window >= T is the causal mask."""
+    T = check_positive_int(T, "T", "the sequence length")
+    window = check_positive_int(window, "window")
+    q, k = np.arange(T)[:, None], np.arange(T)[None, :]  # (T, 1) queries, (1, T) keys
+    return (k > q) | (k <= q - window)  # (T, T): the future, and the keys too old
 
 # ==== QK-norm (helper B) ====
 
@@ -45,6 +55,8 @@ class RecentConfig(DecoderOnlyConfig):
 
     def __post_init__(self):
         super().__post_init__()
+        if self.window is not None:
+            object.__setattr__(self, "window", check_positive_int(self.window, "window"))
 
     def build(self, rng):
         """The model of this configuration, its weights drawn from `rng`."""
@@ -72,4 +84,6 @@ class RecentDecoder(DecoderOnly):
                 "d_latent": c.d_latent, "rope_base": c.rope_base}
 
     def mask(self, T):
+        if self.config.window is not None:
+            return sliding_window_mask(T, self.config.window)
         return causal_mask(T)
