@@ -60,6 +60,64 @@ def in_workers(function, jobs: list, n_workers: int) -> list:
 
 # ==== sliding-window attention (helper A) ====
 
+WINDOWS = (4, 8, 16)  # the keys each query sees; the full causal mask is recorded already
+WINDOW_SEEDS = (0, 1)
+WINDOW_LENGTHS = tuple(range(1, 11))  # the lengths trained on
+
+
+def _sig(x: float) -> float:
+    return float(f"{x:.4g}")
+
+
+def window_job(job: dict) -> dict:
+    """One reversal run of today's recipe with sliding-window attention (a worker process):
+    exact match per number of digits, 1,000 sequences each (train_modern.py's extrapolation
+    draws, rng 2026, so the full-window record's first 10 entries compare)."""
+    from dataclasses import asdict
+
+    from helpers.recent import RecentConfig
+    from helpers.reversal import (
+        FIRST_DIGIT,
+        lm_exact_match,
+        parameter_count,
+        pieces_of,
+        reversal_lm_config,
+        train_reverse_lm,
+    )
+
+    today = pieces_of(norm="today", ffn="today", position="today", attention="today")
+    config = RecentConfig(**asdict(reversal_lm_config(**today)), window=job["window"])
+    model, history, _ = train_reverse_lm(job["seed"], config, peak=job["rate"])
+    rng, exact = np.random.default_rng(2026), []
+    for n in WINDOW_LENGTHS:
+        src = rng.integers(FIRST_DIGIT, FIRST_DIGIT + 10, size=(1000, n))
+        exact.append(_sig(lm_exact_match(model, src, np.full(1000, n)).mean()))
+    return {**job, "d_ff": config.d_ff, "parameters": parameter_count(config),
+            "final": _sig(history["accuracy"][-1]), "exact": exact,
+            "seconds": _sig(history["seconds"])}
+
+
+@piece
+def run_window(jobs) -> dict:
+    """Reversal (1 to 10 digits, 2 layers) with each query seeing only the last `window`
+    positions, today's recipe at its best peak rate, seeds 0 and 1; the full causal mask's runs
+    (the same recipe, rate and seeds) are data/modern_runs.json's, reused."""
+    from helpers.data import MODERN_MANIFEST, MODERN_RUNS
+
+    modern = load_runs(MODERN_RUNS, MODERN_MANIFEST)
+    rate = modern["best_rate"]["today"]
+    todo = [{"window": w, "seed": s, "rate": rate} for w in WINDOWS for s in WINDOW_SEEDS]
+    runs = in_workers(window_job, todo, jobs)
+    full = [{"window": None, "seed": r["seed"], "rate": rate,
+             "exact": [_sig(v) for v in r["exact"][:len(WINDOW_LENGTHS)]],
+             "from": "modern_runs.json extrapolation 'today (RoPE)'"}
+            for r in modern["extrapolation"]["today (RoPE)"] if r["seed"] in WINDOW_SEEDS]
+    print("   window  seed  " + " ".join(f"{n:>5d}" for n in WINDOW_LENGTHS))
+    for r in runs + full:
+        print(f"   {str(r['window'] or 'full'):>6s}  {r['seed']:4d}  "
+              + " ".join(f"{v:5.3f}" for v in r["exact"]), flush=True)
+    return {"rate": rate, "lengths": list(WINDOW_LENGTHS), "runs": runs + full}
+
 # ==== QK-norm (helper B) ====
 
 # ==== mixture of experts (helper C) ====

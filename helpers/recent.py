@@ -8,16 +8,64 @@ Every definition below is written in notebook 09 first, in a cell that starts wi
 ``# saved in helpers/recent.py``; ``tests/test_sync.py`` proves the two copies are identical.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from helpers.decoding import KVCache
 from helpers.modern import DecoderOnly, DecoderOnlyConfig, ModernBlock
 from helpers.transformer import causal_mask
+from helpers.validation import check_positive_int
 
 # ── 09 · The Transformer today ────────────────────────────────────────────────────────────────
 
 # ==== sliding-window attention (helper A) ====
+
+
+def sliding_window_mask(T, window):
+    """(T, T) boolean, True = blocked: query q sees the keys q - window < k <= q, itself and the
+    window - 1 before it (Mistral's sliding window); window >= T is the causal mask."""
+    T = check_positive_int(T, "T", "the sequence length")
+    window = check_positive_int(window, "window")
+    q, k = np.arange(T)[:, None], np.arange(T)[None, :]  # (T, 1) queries, (1, T) keys
+    return (k > q) | (k <= q - window)  # (T, T): the future, and the keys too old
+
+
+@dataclass(eq=False, kw_only=True)
+class WindowCache(KVCache):
+    """A KVCache for sliding-window attention: it keeps the keys and values of the last `window`
+    positions only, so its arrays never grow past (B, g, window, d_k), however long the text.
+    `length` still counts every position seen (RoPE's start position); `forgotten` is how many
+    of them it no longer holds. Mistral's rolling buffer writes position i into slot i mod W
+    (no copy); here the oldest positions are cut off, the same keys kept in their order."""
+
+    window: int
+    seen: int = field(default=0, init=False)
+
+    def __post_init__(self):
+        self.window = check_positive_int(self.window, "window")
+        if self.fixed:
+            raise ValueError("a WindowCache is self-attention's: fixed must be False")
+
+    @property
+    def length(self):
+        """The number of positions seen so far, held or forgotten."""
+        return self.seen
+
+    @property
+    def forgotten(self):
+        """The number of positions seen whose keys and values are no longer held."""
+        return self.seen - (0 if self.K is None else self.K.shape[-2])
+
+    def add(self, K, V, source):
+        """KVCache.add: this call's keys and values after the held ones, all of them returned;
+        then only the last `window` positions are kept."""
+        new = K.shape[-2]
+        K, V = super().add(K, V, source)  # (B, g, held + new, d_k)
+        self.K = K[..., -self.window:, :].copy()  # (B, g, <= window, d_k)
+        self.V = V[..., -self.window:, :].copy()
+        self.seen += new
+        return K, V
 
 # ==== QK-norm (helper B) ====
 
@@ -45,6 +93,8 @@ class RecentConfig(DecoderOnlyConfig):
 
     def __post_init__(self):
         super().__post_init__()
+        if self.window is not None:
+            object.__setattr__(self, "window", check_positive_int(self.window, "window"))
 
     def build(self, rng):
         """The model of this configuration, its weights drawn from `rng`."""
@@ -71,5 +121,32 @@ class RecentDecoder(DecoderOnly):
                 "n_experts": c.n_experts, "top_k": c.top_k, "balance": c.balance,
                 "d_latent": c.d_latent, "rope_base": c.rope_base}
 
+    forgotten = 0  # set by decode: the oldest keys a WindowCache no longer holds
+
+    def kv_caches(self):
+        """One cache per block for cached decoding: WindowCaches with sliding-window attention
+        (memory bounded by the window), else KVCaches."""
+        if self.config.window is None:
+            return [KVCache() for _ in self.decoder.layers]
+        return [WindowCache(window=self.config.window) for _ in self.decoder.layers]
+
+    def decode(self, tokens, kv_caches=None):
+        """DecoderOnly.decode. After a WindowCache has forgotten its oldest keys, the blocks read
+        only the keys it holds and the new ones: the mask keeps only their columns."""
+        caches = kv_caches if isinstance(kv_caches, list) else []
+        windows = [c.window for c in caches if isinstance(c, WindowCache)]
+        if windows and (len(windows) != len(caches) or set(windows) != {self.config.window}):
+            raise ValueError(f"kv_caches must be one WindowCache of window={self.config.window} "
+                             f"per block (kv_caches()), got windows {windows}")
+        self.forgotten = caches[0].forgotten if windows else 0
+        try:
+            return super().decode(tokens, kv_caches)
+        finally:
+            self.forgotten = 0
+
     def mask(self, T):
-        return causal_mask(T)
+        """The blocks' mask for T positions, True = blocked: the causal mask, or the band of
+        sliding_window_mask; without the columns of the keys forgotten (decode)."""
+        if self.config.window is None:
+            return causal_mask(T)
+        return sliding_window_mask(T, self.config.window)[:, self.forgotten:]
