@@ -79,6 +79,9 @@ def scaled_frequencies(d, base=10000.0, scaling=None):
     if method == "linear":
         return w / s, 1.0
     if method == "ntk":
+        if d < 4:
+            raise ValueError(f"ntk scaling needs d >= 4 (its first and last pairs differ), got "
+                             f"d={d}")
         return rope_frequencies(d, base * s ** (d / (d - 2))), 1.0
     r = L * w / (2 * np.pi)  # (d/2,): turns over the trained length
     gamma = ramp(r, 1.0, 32.0 if method == "yarn" else 4.0)  # 0: interpolate, 1: keep
