@@ -77,6 +77,7 @@ TUNE_STEPS, TUNE_PEAK, TUNE_WARMUP = 300, 0.005, 30  # a quarter of today's best
 
 
 def rope_scaling_of(method):
+    """helpers.recent's scaling (method, s, L) that takes 16 digits into the trained positions."""
     return None if method is None else (method, ROPE_FACTOR, ROPE_TRAINED)
 
 
@@ -151,6 +152,8 @@ def rope_fine_tune(method) -> dict:
 
 @piece
 def run_rope_scaling(jobs) -> dict:
+    """Notebook 09's eight trained RoPE models tested on 1-16 digits with each scaling, no
+    training; then "today" fine-tuned on 1-16 digits with none and three scalings (4 runs)."""
     from helpers.data import MODERN_MANIFEST, MODERN_RUNS
     from helpers.data import load_runs as load
 
