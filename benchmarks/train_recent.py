@@ -126,6 +126,109 @@ def run_window(jobs) -> dict:
 
 # ==== RoPE's base and scaling (helper E) ====
 
+ROPE_LENGTHS = tuple(range(1, 17))  # tested on 1 to 16 digits, as notebook 09's extrapolation
+ROPE_TRAINED = 21  # positions of the longest training row: 10 digits, <bos>, 10 digits
+ROPE_FACTOR = 32 / 20  # takes position 32 (the last of 16 digits' rows) to 20, the last trained
+ROPE_METHODS = ("linear", "ntk", "yarn", "llama3")
+TUNE_METHODS = (None, "linear", "ntk", "yarn")  # the fine-tunes: without scaling, and three
+TUNE_STEPS, TUNE_PEAK, TUNE_WARMUP = 300, 0.005, 30  # a quarter of today's best peak rate
+
+
+def rope_scaling_of(method):
+    """helpers.recent's scaling (method, s, L) that takes 16 digits into the trained positions."""
+    return None if method is None else (method, ROPE_FACTOR, ROPE_TRAINED)
+
+
+def rope_extrapolation(model) -> dict:
+    """benchmarks/train_modern.py's extrapolation(): exact match and the share of answer tokens
+    right per number of digits, on the same 1,000 sequences per length (seed 2026)."""
+    from helpers.module import clear_caches
+    from helpers.reversal import FIRST_DIGIT, lm_exact_match, lm_sequences
+
+    rng = np.random.default_rng(2026)
+    exact, tokens = [], []
+    for n in ROPE_LENGTHS:
+        src = rng.integers(FIRST_DIGIT, FIRST_DIGIT + 10, size=(1000, n))
+        lengths = np.full(1000, n)
+        exact.append(float(f"{lm_exact_match(model, src, lengths).mean():.4g}"))
+        inputs, targets = lm_sequences(src, lengths)
+        right = model.forward(inputs).argmax(axis=-1) == targets
+        clear_caches(model)
+        tokens.append(float(f"{right[targets != 0].mean():.4g}"))
+    return {"exact": exact, "tokens": tokens}
+
+
+def rope_evaluate(name: str) -> dict:
+    """One trained model of notebook 09 (data/modern_models.npz), tested without scaling and with
+    each method at ROPE_FACTOR: no training."""
+    from helpers.data import load_modern_models
+    from helpers.recent import rescale_rope
+
+    model = load_modern_models()[0][name]
+    return {str(method): rope_extrapolation(rescale_rope(model, scaling=rope_scaling_of(method)))
+            for method in (None, *ROPE_METHODS)}
+
+
+def rope_fine_tune(method) -> dict:
+    """Notebook 09's trained "today" model fine-tuned TUNE_STEPS steps on 1 to 16 digits (Adam
+    afresh, batches of 128, warm-up then linear decay from TUNE_PEAK, clipped to 2), with this
+    scaling throughout; the exact match on 16 digits every 25 steps, and at the end on 1-16."""
+    from helpers.data import load_modern_models
+    from helpers.recent import rescale_rope
+    from helpers.reversal import (
+        FIRST_DIGIT,
+        PAD,
+        linear_schedule,
+        lm_exact_match,
+        lm_sequences,
+        sample_sequences,
+    )
+    from helpers.training import cross_entropy, train
+
+    model = rescale_rope(load_modern_models()[0]["today"], scaling=rope_scaling_of(method))
+    rng, probe = np.random.default_rng(1), np.random.default_rng(7)  # batches; 16-digit probe
+    src16 = probe.integers(FIRST_DIGIT, FIRST_DIGIT + 10, size=(500, 16))
+
+    def batch(step):
+        tokens, targets = lm_sequences(*sample_sequences(rng, 128, max_len=16))
+        return (tokens,), targets
+
+    def evaluate(model):
+        return {"exact16": float(lm_exact_match(model, src16, np.full(500, 16)).mean())}
+
+    before, start = evaluate(model)["exact16"], time.time()
+    history = train(model, batch, lambda logits, t: cross_entropy(logits, t, ignore_id=PAD),
+                    linear_schedule(TUNE_PEAK, TUNE_WARMUP, TUNE_STEPS), steps=TUNE_STEPS,
+                    clip=2.0, evaluate=evaluate, eval_every=25)
+    return {"method": str(method), "steps": TUNE_STEPS, "peak": TUNE_PEAK,
+            "warmup": TUNE_WARMUP, "seconds": round(time.time() - start, 1),
+            "eval_step": [0, *history["eval_step"]],
+            "exact16": [before, *history["exact16"]],
+            "loss": [float(f"{v:.4g}") for v in history["loss"][::10]],
+            "extrapolation": rope_extrapolation(model)}
+
+
+@piece
+def run_rope_scaling(jobs) -> dict:
+    """Notebook 09's eight trained RoPE models tested on 1-16 digits with each scaling, no
+    training; then "today" fine-tuned on 1-16 digits with none and three scalings (4 runs)."""
+    from helpers.data import MODERN_MANIFEST, MODERN_RUNS
+    from helpers.data import load_runs as load
+
+    grid = load(MODERN_RUNS, MODERN_MANIFEST)["grid"]
+    names = [name for name, g in grid.items() if g["choice"]["position"] == "today"]
+    evaluated = dict(zip(names, in_workers(rope_evaluate, names, jobs)))
+    for name, by_method in evaluated.items():
+        row = "  ".join(f"{m} {np.mean(r['exact'][10:]):.2f}" for m, r in by_method.items())
+        print(f"   . {name}: exact match on 11-16 digits, mean: {row}", flush=True)
+    tuned = in_workers(rope_fine_tune, list(TUNE_METHODS), jobs)
+    for run in tuned:
+        print(f"   . fine-tuned with {run['method']}: exact at 16 digits every 25 steps "
+              f"{run['exact16']}; 1-16 digits {run['extrapolation']['exact']}", flush=True)
+    return {"lengths": list(ROPE_LENGTHS), "trained_positions": ROPE_TRAINED,
+            "factor": ROPE_FACTOR, "methods": list(ROPE_METHODS), "evaluated": evaluated,
+            "fine_tuned": tuned}
+
 # ==== the command line ====
 
 
