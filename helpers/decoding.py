@@ -171,7 +171,7 @@ def generate(model, prompt, steps, *, pick=None, stop_id=None, use_cache=True):
     if any(isinstance(m, Dropout) and m.rng is not None for m in model.modules()):
         raise ValueError("generate runs in evaluation mode: call set_training(model, None)")
     try:  # no backward follows a generation: its caches are cleared, even if a step fails
-        caches = [KVCache() for _ in model.decoder.layers] if use_cache else None
+        caches = model.kv_caches() if use_cache else None  # one per block
         tokens, all_logits = prompt, []
         done = np.zeros(len(prompt), dtype=bool)
         for _ in range(steps):

@@ -456,6 +456,10 @@ class DecoderOnly(Module):
         """The blocks' mask for T positions, True = blocked: the causal mask."""
         return causal_mask(T)
 
+    def kv_caches(self):
+        """A fresh KVCache per block, for cached decoding (generate)."""
+        return [KVCache() for _ in self.decoder.layers]
+
     def decode(self, tokens, kv_caches=None):
         """tokens (B, T) ids -> the last block's output (B, T, d_model), final norm included.
 

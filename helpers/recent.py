@@ -224,7 +224,7 @@ class RecentDecoder(DecoderOnly):
         """One cache per block for cached decoding: WindowCaches with sliding-window attention
         (memory bounded by the window), else KVCaches."""
         if self.config.window is None:
-            return [KVCache() for _ in self.decoder.layers]
+            return super().kv_caches()
         return [WindowCache(window=self.config.window) for _ in self.decoder.layers]
 
     def decode(self, tokens, kv_caches=None):
