@@ -75,11 +75,12 @@ class MixtureOfExperts(Module):
     The Switch Transformer's load-balancing loss (Fedus et al., 2021) of the last forward is kept
     in `aux_loss`: balance * n_experts * sum_i f_i P_i, f_i the share of the token -> expert
     assignments that went to expert i (over all top_k choices; kept in `load`), P_i the mean
-    router probability (softmax over all the experts) of expert i. It is balance (its minimum)
-    when both are uniform. backward adds its gradient to W_r's: training with train() then
-    minimises the task's loss plus aux_loss without a change to the loop (the loss train()
-    records is the task's only). The experts are drawn before the router: with n_experts=1 and
-    top_k=1 the layer is SwiGLU(d_model, d_ff, rng), weight for weight, plus an unused router.
+    router probability (softmax over all the experts) of expert i: balance when both are
+    uniform, balance * n_experts when top-1 sends every token to one expert with probability 1.
+    backward adds its gradient to W_r's: train() then minimises the task's loss plus aux_loss
+    without a change to the loop (the loss train() records is the task's only). The experts are
+    drawn before the router: with n_experts=1 and top_k=1 the layer is SwiGLU(d_model, d_ff,
+    rng), weight for weight, plus a router that changes nothing (its one gate is 1).
     """
 
     param_names = ("W_r",)
