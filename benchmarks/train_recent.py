@@ -122,6 +122,97 @@ def run_window(jobs) -> dict:
 
 # ==== mixture of experts (helper C) ====
 
+
+MOE_SEEDS = (0, 1)
+MOE_VARIANTS = {  # name -> (n_experts, top_k, balance); n_experts 0 is today's dense SwiGLU
+    "dense": (0, 2, 0.01),
+    "4 experts, top-1": (4, 1, 0.01),
+    "4 experts, top-2": (4, 2, 0.01),
+    "4 experts, top-1, no balance loss": (4, 1, 0.0),
+}
+
+
+def moe_config(n_experts, top_k, balance):
+    """Today's reversal model (reversal_lm_config with TODAY's pieces), its feed-forward network
+    a mixture of n_experts SwiGLU experts whose width d_ff makes the ACTIVE parameters (the
+    router, top_k experts per block, everything else) closest to the dense model's total."""
+    from dataclasses import asdict, replace
+
+    from helpers.recent import RecentConfig
+    from helpers.reversal import PIECES, parameter_count, pieces_of, reversal_lm_config
+
+    dense = RecentConfig(**asdict(reversal_lm_config(**pieces_of(**{p: "today" for p in PIECES}))))
+    if not n_experts:
+        return dense, parameter_count(dense), parameter_count(dense)
+    target = parameter_count(dense)
+
+    def counts(d_ff):
+        config = replace(dense, n_experts=n_experts, top_k=top_k, balance=balance, d_ff=d_ff)
+        total = parameter_count(config)
+        idle = config.n_layers * (n_experts - top_k) * 3 * config.d_model * d_ff  # unused experts
+        return config, total, total - idle
+
+    d_ff = min(range(1, 2 * dense.d_ff), key=lambda f: abs(counts(f)[2] - target))
+    return counts(d_ff)
+
+
+def moe_run(job: dict) -> dict:
+    """One training run of the reversal model with this variant's feed-forward networks; the
+    expert load at the end, on the validation set's real tokens (padding left out)."""
+    from helpers.module import clear_caches
+    from helpers.reversal import PAD, lm_sequences, train_reverse_lm
+
+    config, total, active = moe_config(*MOE_VARIANTS[job["variant"]])
+    model, history, task = train_reverse_lm(job["seed"], config, peak=job["rate"], warmup=100,
+                                            steps=1500)
+    steps = len(history["loss"])
+    first = next((s for s, a in zip(history["eval_step"], history["accuracy"]) if a >= 0.99),
+                 None)
+    out = {**job, "d_ff": config.d_ff, "parameters": total, "active": active, "first": first,
+           "final": history["accuracy"][-1],
+           "ms_per_step": float(f"{history['seconds'] / steps * 1e3:.4g}"),
+           "loss": [float(f"{v:.4g}") for v in history["loss"][::10]],
+           "accuracy": history["accuracy"]}
+    if config.n_experts:
+        tokens, _ = lm_sequences(task["val"]["src"], task["val"]["lengths"])
+        model.forward(tokens)
+        real = (tokens != PAD).ravel()  # (B T,)
+        out["load"], out["aux"] = [], []
+        for block in model.decoder.layers:
+            chosen = block.ffn.cache.experts[real]  # (real tokens, k)
+            share = np.bincount(chosen.ravel(), minlength=config.n_experts) / chosen.size
+            out["load"].append([float(f"{v:.4g}") for v in share])
+            out["aux"].append(float(f"{block.ffn.aux_loss:.4g}"))  # all positions, padding too
+        clear_caches(model)
+    print(f"   {job['variant']:36s} seed {job['seed']}: first {first}, final "
+          f"{out['final']:.3f}, {out['ms_per_step']:.0f} ms/step, load {out.get('load')}",
+          flush=True)
+    return out
+
+
+@piece
+def run_moe(jobs) -> dict:
+    """Dense against 4 experts (top-1, top-2) at matched ACTIVE parameters, with Switch's
+    load-balancing loss (balance 0.01) and without it (top-1), today's recipe at its best peak
+    rate, seeds MOE_SEEDS: seed 0 of every variant first."""
+    from helpers.data import MODERN_MANIFEST, MODERN_RUNS
+
+    rate = load_runs(MODERN_RUNS, MODERN_MANIFEST)["best_rate"]["today"]
+    work = [{"variant": v, "seed": s, "rate": rate} for s in MOE_SEEDS for v in MOE_VARIANTS]
+    runs = in_workers(moe_run, work, jobs)
+    record = {"rate": rate, "target": 0.99, "variants": {}}
+    for name, (n_experts, top_k, balance) in MOE_VARIANTS.items():
+        mine = [r for r in runs if r["variant"] == name]
+        record["variants"][name] = {
+            "n_experts": n_experts, "top_k": top_k, "balance": balance,
+            "d_ff": mine[0]["d_ff"], "parameters": mine[0]["parameters"],
+            "active": mine[0]["active"],
+            "runs": [{k: v for k, v in r.items() if k not in ("variant", "rate", "d_ff",
+                                                               "parameters", "active")}
+                     for r in mine]}
+    return record
+
+
 # ==== multi-head latent attention (helper D) ====
 
 # ==== RoPE's base and scaling (helper E) ====

@@ -9,13 +9,23 @@ Every definition below is written in notebook 09 first, in a cell that starts wi
 """
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
 from helpers.decoding import KVCache
-from helpers.modern import DecoderOnly, DecoderOnlyConfig, ModernBlock
-from helpers.transformer import causal_mask
-from helpers.validation import check_int, check_number, check_positive_int
+from helpers.modern import DecoderOnly, DecoderOnlyConfig, ModernBlock, SwiGLU
+from helpers.module import Module, collect_grads
+from helpers.training import linear_backward
+from helpers.transformer import causal_mask, softmax
+from helpers.validation import (
+    as_real_array,
+    check_float_dtype,
+    check_int,
+    check_number,
+    check_positive_int,
+    check_shape,
+)
 
 # ── 09 · The Transformer today ────────────────────────────────────────────────────────────────
 
@@ -70,6 +80,114 @@ class WindowCache(KVCache):
 # ==== QK-norm (helper B) ====
 
 # ==== mixture of experts (helper C) ====
+
+
+def top_k_routing(logits, k):
+    """Mixtral's router (Jiang et al., 2024): logits (..., n_experts) -> (experts, gates), each
+    (..., k). experts: the indices of the k largest logits of every token, largest first, a tie
+    to the lower index (int64); gates: the softmax over those k logits only, so they sum to 1
+    per token (Switch, top-1, keeps the softmax over all the experts instead: its gate is < 1)."""
+    logits = as_real_array(logits, "logits")
+    if logits.ndim < 1 or logits.shape[-1] < 1:
+        raise ValueError(f"logits must have shape (..., n_experts), got {logits.shape}")
+    k = check_int(k, "k", f"[1, {logits.shape[-1]}]")
+    if logits.dtype.kind != "f":  # -uint8(3) is 253: integers are ranked as floats
+        logits = logits.astype(np.float64)
+    experts = np.argsort(-logits, axis=-1, kind="stable")[..., :k]  # (..., k), largest first
+    chosen = np.take_along_axis(logits, experts, axis=-1)  # (..., k), in decreasing order
+    e = np.exp(chosen - chosen[..., :1])  # minus the largest: every exponent <= 0
+    return experts.astype(np.int64), e / e.sum(axis=-1, keepdims=True)
+
+
+class MoECache(NamedTuple):
+    """What MixtureOfExperts.forward keeps for backward (the experts keep their own caches)."""
+
+    x: np.ndarray  # (N, d_model), every token of the input, one per row
+    probs: np.ndarray  # (N, n_experts), the router's softmax over all the experts
+    experts: np.ndarray  # (N, k), the experts each token went to
+    gates: np.ndarray  # (N, k), their weights
+    load: np.ndarray  # (n_experts,), f: each expert's share of the N k assignments
+    routes: list  # per expert: (rows, slots), the tokens it took and in which of their k places
+    outputs: list  # per expert: its output for those tokens, (n_e, d_model)
+    shape: tuple  # the input's shape
+
+
+class MixtureOfExperts(Module):
+    """A sparse mixture of experts in place of the feed-forward network (Shazeer et al., 2017;
+    Mixtral, Jiang et al., 2024): n_experts SwiGLU networks of width d_ff, each with its own
+    weights, and a router W_r (d_model, n_experts). Every token goes through the top_k experts
+    whose router logits x W_r are largest (top_k_routing), and their outputs are added, weighted
+    by the gates. The parameters grow with n_experts; the work per token with top_k only.
+
+    The Switch Transformer's load-balancing loss (Fedus et al., 2021) of the last forward is kept
+    in `aux_loss`: balance * n_experts * sum_i f_i P_i, f_i the share of the token -> expert
+    assignments that went to expert i (over all top_k choices; kept in `load`), P_i the mean
+    router probability (softmax over all the experts) of expert i: balance when both are
+    uniform, balance * n_experts when top-1 sends every token to one expert with probability 1.
+    backward adds its gradient to W_r's: train() then minimises the task's loss plus aux_loss
+    without a change to the loop (the loss train() records is the task's only). The experts are
+    drawn before the router: with n_experts=1 and top_k=1 the layer is SwiGLU(d_model, d_ff,
+    rng), weight for weight, plus a router that changes nothing (its one gate is 1).
+    """
+
+    param_names = ("W_r",)
+
+    def __init__(self, d_model, d_ff, n_experts, rng, *, top_k=2, balance=0.01,
+                 dtype=np.float64):
+        self.d_model = check_positive_int(d_model, "d_model")
+        self.n_experts = check_positive_int(n_experts, "n_experts")
+        self.top_k = check_int(top_k, "top_k", f"[1, {self.n_experts}]")
+        self.balance = check_number(balance, "balance", "[0, inf)")
+        dtype = check_float_dtype(dtype)
+        experts = [SwiGLU(d_model, d_ff, rng, dtype=dtype) for _ in range(self.n_experts)]
+        self.W_r = rng.normal(0.0, 1.0 / np.sqrt(d_model), (d_model, n_experts)).astype(dtype)
+        self.experts = experts  # after W_r: parameters() lists "W_r", "experts.0.W_1", ...
+        self.aux_loss, self.load = None, None  # of the last forward
+
+    def forward(self, x):
+        """x (..., T, d_model) -> (..., T, d_model): every token through its top_k experts."""
+        x = as_real_array(x, "x")
+        if x.ndim < 1 or x.shape[-1] != self.d_model:
+            raise ValueError(f"x must have shape (..., d_model={self.d_model}), got {x.shape}")
+        shape, x = x.shape, x.reshape(-1, self.d_model)  # (N, d_model): the tokens, in rows
+        logits = x @ self.W_r  # (N, n_experts)
+        experts, gates = top_k_routing(logits, self.top_k)  # (N, k) each
+        out = np.zeros(x.shape, np.result_type(x, self.W_r))  # (N, d_model)
+        routes, outputs = [], []
+        for e, expert in enumerate(self.experts):  # a loop over the experts, never over tokens
+            rows, slots = np.nonzero(experts == e)  # the tokens that chose e, and in which place
+            y = expert.forward(x[rows])  # (n_e, d_model); a token chose e once: rows unique
+            out[rows] += gates[rows, slots, None] * y
+            routes.append((rows, slots))
+            outputs.append(y)
+        probs = softmax(logits)  # (N, n_experts): P_i is its mean over the tokens
+        load = np.bincount(experts.ravel(), minlength=self.n_experts) / experts.size  # f_i
+        self.aux_loss = float(self.balance * self.n_experts * (load * probs.mean(axis=0)).sum())
+        self.load = load
+        self.cache = MoECache(x, probs, experts, gates, load, routes, outputs, shape)
+        return out.reshape(shape)
+
+    def backward(self, d_out):
+        """(d_x, grads) of the loss L + aux_loss, for d_out = dL/d(output). A gate g_j multiplies
+        its expert's output y_j, so dL/dg_j = d_out . y_j; the gates are a softmax over the k
+        chosen logits (the others get no gradient from L). f is a count, without a gradient:
+        aux reaches the logits through P only, d aux / d p_ni = balance n_experts f_i / N."""
+        x, probs, experts, gates, load, routes, outputs, shape = self.saved()
+        d_out = check_shape(d_out, "d_out", shape).reshape(-1, self.d_model)  # (N, d_model)
+        d_x, d_gates, grads = np.zeros_like(d_out), np.zeros_like(gates), {}
+        for e, expert in enumerate(self.experts):
+            rows, slots = routes[e]
+            d_gates[rows, slots] = (d_out[rows] * outputs[e]).sum(axis=-1)
+            d_in, grads[f"experts.{e}"] = expert.backward(gates[rows, slots, None] * d_out[rows])
+            d_x[rows] += d_in
+        d_chosen = gates * (d_gates - (gates * d_gates).sum(axis=-1, keepdims=True))  # (N, k)
+        d_logits = np.zeros_like(probs)  # (N, n_experts)
+        np.put_along_axis(d_logits, experts, d_chosen, axis=-1)
+        d_p = (self.balance * self.n_experts / len(x) * load).astype(probs.dtype)  # (n_experts,)
+        d_logits += probs * (d_p - (probs * d_p).sum(axis=-1, keepdims=True))  # softmax's rule
+        d_x_r, grads["W_r"], _ = linear_backward(x, self.W_r, d_logits)
+        return (d_x + d_x_r).reshape(shape), collect_grads(self, grads)
+
 
 # ==== multi-head latent attention (helper D) ====
 
@@ -186,6 +304,14 @@ class RecentConfig(DecoderOnlyConfig):
         if self.position != "rope" and (self.rope_base != 10000.0 or self.rope_scaling):
             raise ValueError(f"rope_base and rope_scaling need position='rope', got "
                              f"position={self.position!r}")
+        n_experts = check_int(self.n_experts, "n_experts", "[0, inf)")
+        object.__setattr__(self, "n_experts", n_experts)
+        if n_experts:  # the mixture's switches, checked where they are used
+            object.__setattr__(self, "top_k", check_int(self.top_k, "top_k", f"[1, {n_experts}]"))
+            object.__setattr__(self, "balance", check_number(self.balance, "balance", "[0, inf)"))
+            if self.ffn != "swiglu":
+                raise ValueError(f"n_experts={n_experts} needs ffn='swiglu' (the experts are "
+                                 f"SwiGLU networks), got ffn={self.ffn!r}")
 
     def build(self, rng):
         """The model of this configuration, its weights drawn from `rng`."""
@@ -204,6 +330,9 @@ class RecentBlock(ModernBlock):
         if getattr(attn, "turns", None) is not None:  # RoPE's table, of this base and scaling
             attn.turns = rope_table(len(attn.turns), attn.d_k, base=rope_base,
                                     scaling=rope_scaling)
+        if n_experts:  # a mixture of experts of width d_ff in place of the one SwiGLU
+            self.ffn = MixtureOfExperts(d_model, d_ff, n_experts, rng, top_k=top_k,
+                                        balance=balance, dtype=options.get("dtype", np.float64))
 
 
 class RecentDecoder(DecoderOnly):
