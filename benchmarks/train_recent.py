@@ -215,6 +215,70 @@ def run_moe(jobs) -> dict:
 
 # ==== multi-head latent attention (helper D) ====
 
+LATENT_TARGET = 0.99  # validation exact match: notebook 09's target
+LATENT_VARIANTS = {  # name -> RecentConfig fields over today's recipe (GQA, 2 key/value heads)
+    "GQA": {},
+    "MLA, d_c 32": {"d_latent": 32, "d_rope": 4},  # DeepSeek-V2's shape: d_c = 4 d_h, d_R = d_h/2
+    "MLA, d_c 12": {"d_latent": 12, "d_rope": 4},  # a cache of 16 numbers: one key/value head's
+}
+
+
+def latent_config(fields: dict):
+    """Today's reversal model (reversal_lm_config) with `fields`, its d_ff set to bring the
+    parameter count closest to today's GQA model's, as reversal_lm_config does."""
+    from dataclasses import asdict, replace
+
+    from helpers.recent import RecentConfig
+    from helpers.reversal import PIECES, parameter_count, pieces_of, reversal_lm_config
+
+    today = reversal_lm_config(**pieces_of(**{p: "today" for p in PIECES}))
+    target, base = parameter_count(today), RecentConfig(**asdict(today), **fields)
+    one, two = (parameter_count(replace(base, d_ff=f)) for f in (1, 2))
+    d_ff = 1 + (target - one) / (two - one)
+    best = min({max(1, int(d_ff)), int(d_ff) + 1},
+               key=lambda f: abs(parameter_count(replace(base, d_ff=f)) - target))
+    return replace(base, d_ff=best)
+
+
+def latent_run(job: dict) -> dict:
+    """One reversal run of a LATENT_VARIANTS model at today's best peak rate (in a worker)."""
+    from helpers.reversal import parameter_count, train_reverse_lm
+
+    config = latent_config(LATENT_VARIANTS[job["variant"]])
+    _, history, _ = train_reverse_lm(job["seed"], config, peak=job["rate"], warmup=100,
+                                     steps=1500)
+    steps = len(history["loss"])
+    first = next((s for s, a in zip(history["eval_step"], history["accuracy"])
+                  if a >= LATENT_TARGET), None)
+    d_h = config.d_model // config.n_heads
+    cache = (config.d_latent + config.d_rope if config.d_latent is not None
+             else 2 * config.n_kv_heads * d_h)  # numbers per token and layer
+    return {**job, "d_latent": config.d_latent, "d_rope": config.d_rope, "d_ff": config.d_ff,
+            "parameters": parameter_count(config), "cache_per_token": cache, "first": first,
+            "final": history["accuracy"][-1],
+            "ms_per_step": float(f"{history['seconds'] / steps * 1e3:.4g}"),
+            "loss": [float(f"{v:.4g}") for v in history["loss"][::10]],
+            "accuracy": history["accuracy"]}
+
+
+@piece
+def run_latent(jobs) -> dict:
+    """Multi-head latent attention against today's GQA on reversal, at matched parameters:
+    LATENT_VARIANTS, seeds 0 and 1, today's best peak rate (data/modern_runs.json), 100 warm-up
+    steps, 1500 steps. Returns {"target", "rate", "runs": [one record per run]}."""
+    from helpers.data import MODERN_MANIFEST, MODERN_RUNS
+
+    rate = load_runs(MODERN_RUNS, MODERN_MANIFEST)["best_rate"]["today"]
+    todo = [{"variant": v, "seed": s, "rate": rate} for s in (0, 1) for v in LATENT_VARIANTS]
+    runs = in_workers(latent_run, todo, jobs)
+    for r in runs:
+        print(f"   {r['variant']:12s} seed {r['seed']}: d_ff {r['d_ff']:3d}, {r['parameters']:,} "
+              f"parameters, cache {r['cache_per_token']:2d} numbers per token and layer; target "
+              f"at {r['first']}, final {r['final']:.3f}, {r['ms_per_step']:.1f} ms per step",
+              flush=True)
+    return {"target": LATENT_TARGET, "rate": rate, "runs": runs}
+
+
 # ==== RoPE's base and scaling (helper E) ====
 
 ROPE_LENGTHS = tuple(range(1, 17))  # tested on 1 to 16 digits, as notebook 09's extrapolation
