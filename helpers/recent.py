@@ -139,7 +139,7 @@ class RecentBlock(ModernBlock):
     def __init__(self, d_model, n_heads, d_ff, rng, *, window=None, qk_norm=False, n_experts=0,
                  top_k=2, balance=0.01, d_latent=None, rope_base=10000.0, **options):
         super().__init__(d_model, n_heads, d_ff, rng, **options)
-        if qk_norm:  # the attention ModernBlock drew, its weights kept, with the two norms
+        if check_flag(qk_norm, "qk_norm"):  # ModernBlock's attention, its weights kept, normed
             self.self_attn = QKNormAttention.from_attention(self.self_attn,
                                                             options.get("eps", 1e-5))
 
