@@ -50,6 +50,9 @@ class QKNormAttention(GroupedQueryAttention):
     def from_attention(cls, attention, eps=1e-5):
         """A GroupedQueryAttention's own arrays (shared, not copied) with the two norms added
         (gamma = 1): one seed then draws the same weights with and without QK-norm."""
+        if not isinstance(attention, GroupedQueryAttention):
+            raise ValueError(f"attention must be a GroupedQueryAttention, got "
+                             f"{type(attention).__name__}")
         layer = cls.__new__(cls)
         vars(layer).update(vars(attention))
         dtype = layer.W_q.dtype
@@ -63,9 +66,10 @@ class QKNormAttention(GroupedQueryAttention):
             raise ValueError("QKNormAttention is self-attention: a KVCache with fixed=True "
                              "(cross-attention's) does not fit")
         start = 0 if kv_cache is None else kv_cache.length  # positions cached before this call
-        Q = self.q_norm.forward(split_heads(query @ self.W_q + self.b_q, self.n_heads))
-        K = self.k_norm.forward(split_heads(key @ self.W_k + self.b_k, self.n_kv_heads))
+        Q = split_heads(query @ self.W_q + self.b_q, self.n_heads)  # (..., h, T_q, d_k)
+        K = split_heads(key @ self.W_k + self.b_k, self.n_kv_heads)  # (..., g, T_k, d_k)
         V = split_heads(value @ self.W_v + self.b_v, self.n_kv_heads)  # (..., g, T_k, d_k)
+        Q, K = self.q_norm.forward(Q), self.k_norm.forward(K)  # each head's d_k features
         if self.rotary:
             Q, K = rope(Q, start, table=self.turns), rope(K, start, table=self.turns)
         if kv_cache is not None:
@@ -100,6 +104,7 @@ class QKNormAttention(GroupedQueryAttention):
         if not self.bias:  # the constant 0s: no gradient kept
             grads = {name: g for name, g in grads.items() if not name.startswith("b_")}
         return (d_query, d_key, d_value), collect_grads(self, grads)
+
 
 # ==== mixture of experts (helper C) ====
 

@@ -204,6 +204,8 @@ def test_qk_norm_keeps_float32_and_refuses_bad_input(rng):
         layer.backward(np.ones((B, 1, D), np.float32))
     with pytest.raises(ValueError, match="qk_norm must be True or False"):
         RecentConfig(11, qk_norm="yes")
+    with pytest.raises(ValueError, match="attention must be a GroupedQueryAttention"):
+        QKNormAttention.from_attention(layer.q_norm)
     with pytest.raises(ValueError, match="eps"):
         QKNormAttention(D, H, 2, rng, eps=-1.0)
     with pytest.raises(ValueError, match="qk_norm must be True or False"):
