@@ -227,11 +227,13 @@ class GroupedQueryAttention(MultiHeadAttention):
     b_v keep their first g heads: with g = h and rope=False the two layers are identical.
     bias=False is llama's layer, without biases: b_q, b_k, b_v and b_o stay the constant 0 they
     start at and are no parameters (nothing learns them). Self-attention only (a KVCache of
-    fixed=True, cross-attention's, is refused).
+    fixed=True, cross-attention's, is refused). qk_norm=True (Going further, QK-norm: Qwen3's
+    and Gemma 3's q_norm and k_norm) puts an RMSNorm of epsilon eps on every query head and key
+    head before RoPE, one gain of size d_k for the queries and one for the keys.
     """
 
     def __init__(self, d_model, n_heads, n_kv_heads, rng, *, rope=True, max_len=256, bias=True,
-                 dtype=np.float64):
+                 qk_norm=False, eps=1e-5, dtype=np.float64):
         g, self.rotary = check_positive_int(n_kv_heads, "n_kv_heads"), check_flag(rope, "rope")
         self.bias = check_flag(bias, "bias")
         if not self.bias:  # the biases, all 0, are then constants
@@ -248,6 +250,9 @@ class GroupedQueryAttention(MultiHeadAttention):
         kv = slice(0, g * self.d_k)  # the first g heads' columns
         self.W_k, self.b_k = self.W_k[:, kv].copy(), self.b_k[kv].copy()  # (d_model, g d_k)
         self.W_v, self.b_v = self.W_v[:, kv].copy(), self.b_v[kv].copy()
+        self.qk_norm = check_flag(qk_norm, "qk_norm")
+        if self.qk_norm:  # learned gains only: the weights drawn above are the same either way
+            self.q_norm, self.k_norm = (RMSNorm(self.d_k, eps, dtype=dtype) for _ in range(2))
 
     def project(self, query, key, value, kv_cache=None):
         """Q (..., h, T_q, d_k); K and V with the g shared heads each repeated for the h / g query
@@ -260,6 +265,8 @@ class GroupedQueryAttention(MultiHeadAttention):
         Q = split_heads(query @ self.W_q + self.b_q, self.n_heads)  # (..., h, T_q, d_k)
         K = split_heads(key @ self.W_k + self.b_k, self.n_kv_heads)  # (..., g, T_k, d_k)
         V = split_heads(value @ self.W_v + self.b_v, self.n_kv_heads)  # (..., g, T_k, d_k)
+        if self.qk_norm:  # every head's d_k features, before the rotation
+            Q, K = self.q_norm.forward(Q), self.k_norm.forward(K)
         if self.rotary:
             Q, K = rope(Q, start, table=self.turns), rope(K, start, table=self.turns)
         if kv_cache is not None:
@@ -289,6 +296,9 @@ class GroupedQueryAttention(MultiHeadAttention):
             d_K, d_V = d_K.reshape(groups).sum(axis=-3), d_V.reshape(groups).sum(axis=-3)
         if self.rotary:  # (..., g, T_k, d_k) from here on, for keys and values
             d_Q, d_K = (rope(d, inverse=True, table=self.turns) for d in (d_Q, d_K))
+        if self.qk_norm:
+            d_Q, grads["q_norm"] = self.q_norm.backward(d_Q)  # (..., h, T_q, d_k)
+            d_K, grads["k_norm"] = self.k_norm.backward(d_K)  # (..., g, T_k, d_k)
         d_query, grads["W_q"], grads["b_q"] = linear_backward(c.query, self.W_q, merge_heads(d_Q))
         d_key, grads["W_k"], grads["b_k"] = linear_backward(c.key, self.W_k, merge_heads(d_K))
         d_value, grads["W_v"], grads["b_v"] = linear_backward(c.value, self.W_v, merge_heads(d_V))
@@ -320,17 +330,17 @@ class ModernBlock(EncoderBlock):
     generator, it is notebook 05's EncoderBlock, weight for weight: the decoder-only block of
     notebook 06. forward and backward are EncoderBlock's (two calls of `residual`): only the
     parts differ. max_len: the positions RoPE has rotations for; bias=False: attention without
-    biases (llama's; SwiGLU has none); eps: the norms' epsilon.
+    biases (llama's; SwiGLU has none); eps: the norms' epsilon; qk_norm: GroupedQueryAttention's.
     """
 
     def __init__(self, d_model, n_heads, d_ff, rng, *, n_kv_heads=None, norm="rms",
                  ffn="swiglu", rope=True, norm_first=True, max_len=256, bias=True, eps=1e-5,
-                 dropout=0.0, dtype=np.float64):
+                 qk_norm=False, dropout=0.0, dtype=np.float64):
         check_parts(norm, ffn)
         self.d_model, self.norm_first = d_model, check_flag(norm_first, "norm_first")
         self.self_attn = GroupedQueryAttention(
             d_model, n_heads, n_heads if n_kv_heads is None else n_kv_heads, rng, rope=rope,
-            max_len=max_len, bias=bias, dtype=dtype)
+            max_len=max_len, bias=bias, qk_norm=qk_norm, eps=eps, dtype=dtype)
         self.ffn = FFNS[ffn](d_model, d_ff, rng, dtype=dtype)
         self.norm1, self.norm2 = (NORMS[norm](d_model, eps, dtype=dtype) for _ in range(2))
         self.dropout1, self.dropout2 = (Dropout(dropout, name="dropout") for _ in range(2))

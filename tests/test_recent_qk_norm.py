@@ -1,4 +1,4 @@
-"""QK-norm (helpers/recent.py, QKNormAttention and RecentConfig.qk_norm): against loops, its
+"""QK-norm (GroupedQueryAttention(qk_norm=True) in helpers/modern.py, and RecentConfig.qk_norm): against loops, its
 gradients against central differences, the bound on every score, what it leaves unchanged
 (the weights drawn, the key/value cache's size, causality), and its errors.
 """
@@ -10,7 +10,7 @@ import pytest
 
 from helpers.decoding import KVCache, generate
 from helpers.modern import DecoderOnly, GroupedQueryAttention, rope
-from helpers.recent import QKNormAttention, RecentBlock, RecentConfig, RecentDecoder
+from helpers.recent import RecentBlock, RecentConfig, RecentDecoder
 from helpers.training import cross_entropy, gradient_check
 from helpers.transformer import causal_mask
 from tests.reference import randomise
@@ -19,7 +19,7 @@ D, H, B, T = 8, 4, 2, 5
 
 
 def loop_qk_norm(layer, x, mask):
-    """QKNormAttention as loops: per sequence and head, the projection, the root mean square
+    """GroupedQueryAttention(qk_norm=True) as loops: per sequence and head, the projection, the root mean square
     over the head's d_k features, the gain, the rotation of each pair by t / 10000^(2i/d_k)
     with math.cos and math.sin, then softmax attention."""
     h, g, d_k, eps = layer.n_heads, layer.n_kv_heads, layer.d_k, layer.q_norm.eps
@@ -78,7 +78,8 @@ def input_gradient_error(forward, backward, x, rng):
 @pytest.mark.parametrize("g", [4, 2, 1])
 @pytest.mark.parametrize("with_rope", [True, False])
 def test_qk_norm_attention_against_loops(g, with_rope, rng):
-    layer = randomise(QKNormAttention(D, H, g, rng, rope=with_rope, eps=1e-3), rng, scale=0.5)
+    layer = randomise(GroupedQueryAttention(D, H, g, rng, rope=with_rope, eps=1e-3, qk_norm=True),
+                      rng, scale=0.5)
     x = rng.standard_normal((B, T, D))
     out = layer.forward(x, x, x, causal_mask(T))
     assert np.abs(out - loop_qk_norm(layer, x, causal_mask(T))).max() < 1e-12
@@ -89,7 +90,8 @@ def test_qk_norm_attention_against_loops(g, with_rope, rng):
 @pytest.mark.parametrize("g, with_rope, bias", [(4, True, True), (2, True, False),
                                                  (1, False, True)])
 def test_qk_norm_attention_gradients(g, with_rope, bias, rng):
-    layer = randomise(QKNormAttention(D, H, g, rng, rope=with_rope, bias=bias), rng, scale=0.5)
+    layer = randomise(GroupedQueryAttention(D, H, g, rng, rope=with_rope, bias=bias, qk_norm=True),
+                      rng, scale=0.5)
     x = rng.standard_normal((B, T, D))
     error, per_name = check_gradients(layer, lambda: layer.forward(x, x, x, causal_mask(T)), rng)
     assert error < 1e-7 and max(per_name.values()) < 1e-6, per_name
@@ -106,7 +108,7 @@ def test_decoder_with_qk_norm_gradients_and_causality(rng):
     model = randomise(RecentDecoder(11, np.random.default_rng(1), d_model=D, n_heads=H,
                                     n_kv_heads=2, d_ff=12, n_layers=2, max_len=40, qk_norm=True),
                       np.random.default_rng(2))
-    assert all(isinstance(b.self_attn, QKNormAttention) for b in model.decoder.layers)
+    assert all(b.self_attn.qk_norm for b in model.decoder.layers)
     tokens, targets = rng.integers(0, 11, (B, 6)), rng.integers(0, 11, (B, 6))
     _, grads = model.backward(cross_entropy(model.forward(tokens), targets)[1])
     error, per_name = gradient_check(lambda: cross_entropy(model.forward(tokens), targets)[0],
@@ -137,7 +139,7 @@ def test_every_score_is_within_the_bound_and_the_bound_is_reached(rng):
     # |q.k| / sqrt(d_k) <= |q| |k| / sqrt(d_k) < max|gamma_q| max|gamma_k| d_k / sqrt(d_k)
     x = rng.standard_normal((B, T, D))
     for scale in (1.0, 10.0, 1000.0):
-        layer = randomise(QKNormAttention(D, H, 2, rng), rng)
+        layer = randomise(GroupedQueryAttention(D, H, 2, rng, qk_norm=True), rng)
         plain = GroupedQueryAttention(D, H, 2, np.random.default_rng(0))
         plain.load_parameters({k: v for k, v in layer.parameters().items() if "norm" not in k})
         for attn in (layer, plain):
@@ -153,7 +155,7 @@ def test_every_score_is_within_the_bound_and_the_bound_is_reached(rng):
         if scale == 1000.0:
             assert scores["plain"] > 1e4 * bound  # grows with the square of the scale
     # the bound is the least: a query and a key in the same direction meet it (eps -> 0)
-    layer = QKNormAttention(D, H, H, rng, rope=False, eps=1e-12)
+    layer = GroupedQueryAttention(D, H, H, rng, rope=False, eps=1e-12, qk_norm=True)
     layer.W_k, layer.q_norm.gamma[:], layer.k_norm.gamma[:] = layer.W_q, 1.5, -2.0
     Q, K, _ = layer.project(x, x, x)
     diagonal = np.einsum("...td,...td->...t", Q, K) / math.sqrt(D // H)
@@ -161,7 +163,7 @@ def test_every_score_is_within_the_bound_and_the_bound_is_reached(rng):
 
 
 def test_without_eps_the_output_ignores_the_scale_of_w_q_and_w_k(rng):
-    layer = randomise(QKNormAttention(D, H, 2, rng, eps=0.0), rng)
+    layer = randomise(GroupedQueryAttention(D, H, 2, rng, eps=0.0, qk_norm=True), rng)
     x = rng.standard_normal((B, T, D))
     before = layer.forward(x, x, x, causal_mask(T))
     for name, factor in (("W_q", 7.0), ("b_q", 7.0), ("W_k", 0.01), ("b_k", 0.01)):
@@ -188,7 +190,7 @@ def test_the_cache_holds_normalised_rotated_keys_and_generation_is_unchanged(rng
 
 
 def test_qk_norm_keeps_float32_and_refuses_bad_input(rng):
-    layer = QKNormAttention(D, H, 2, rng, dtype=np.float32)
+    layer = GroupedQueryAttention(D, H, 2, rng, dtype=np.float32, qk_norm=True)
     x = rng.standard_normal((B, T, D)).astype(np.float32)
     assert layer.q_norm.gamma.dtype == np.float32
     assert layer.forward(x, x, x, causal_mask(T)).dtype == np.float32
@@ -204,9 +206,9 @@ def test_qk_norm_keeps_float32_and_refuses_bad_input(rng):
         layer.backward(np.ones((B, 1, D), np.float32))
     with pytest.raises(ValueError, match="qk_norm must be True or False"):
         RecentConfig(11, qk_norm="yes")
-    with pytest.raises(ValueError, match="attention must be a GroupedQueryAttention"):
-        QKNormAttention.from_attention(layer.q_norm)
+    with pytest.raises(ValueError, match="qk_norm must be True or False"):
+        GroupedQueryAttention(D, H, 2, rng, qk_norm=None)
     with pytest.raises(ValueError, match="eps"):
-        QKNormAttention(D, H, 2, rng, eps=-1.0)
+        GroupedQueryAttention(D, H, 2, rng, eps=-1.0, qk_norm=True)
     with pytest.raises(ValueError, match="qk_norm must be True or False"):
         RecentBlock(D, H, 12, rng, qk_norm=1)
