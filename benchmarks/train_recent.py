@@ -58,7 +58,7 @@ def in_workers(function, jobs: list, n_workers: int) -> list:
         return list(pool.map(function, jobs))
 
 
-# ==== sliding-window attention (helper A) ====
+# Going further · sliding-window attention
 
 WINDOWS = (4, 8, 16)  # the keys each query sees; the full causal mask is recorded already
 WINDOW_SEEDS = (0, 1)
@@ -118,7 +118,7 @@ def run_window(jobs) -> dict:
               + " ".join(f"{v:5.3f}" for v in r["exact"]), flush=True)
     return {"rate": rate, "lengths": list(WINDOW_LENGTHS), "runs": runs + full}
 
-# ==== QK-norm (helper B) ====
+# Going further · QK-norm
 
 QK_TIMES = (1, 2, 4)  # peak rates: today's best (data/modern_runs.json) times these
 QK_JOBS = [{"qk_norm": qk, "times": t, "seed": 0} for t in QK_TIMES for qk in (False, True)] \
@@ -222,7 +222,7 @@ def run_qk_norm(jobs: int) -> dict:
               flush=True)
     return {"target": 0.99, "batch": QK_BATCH, "runs": results}
 
-# ==== mixture of experts (helper C) ====
+# Going further · mixture of experts
 
 
 MOE_SEEDS = (0, 1)
@@ -315,7 +315,7 @@ def run_moe(jobs) -> dict:
     return record
 
 
-# ==== multi-head latent attention (helper D) ====
+# Going further · multi-head latent attention
 
 LATENT_TARGET = 0.99  # validation exact match: notebook 09's target
 LATENT_VARIANTS = {  # name -> RecentConfig fields over today's recipe (GQA, 2 key/value heads)
@@ -381,7 +381,7 @@ def run_latent(jobs) -> dict:
     return {"target": LATENT_TARGET, "rate": rate, "runs": runs}
 
 
-# ==== RoPE's base and scaling (helper E) ====
+# Going further · RoPE's base and scaling
 
 ROPE_LENGTHS = tuple(range(1, 17))  # tested on 1 to 16 digits, as notebook 09's extrapolation
 ROPE_TRAINED = 21  # positions of the longest training row: 10 digits, <bos>, 10 digits
@@ -486,7 +486,7 @@ def run_rope_scaling(jobs) -> dict:
             "factor": ROPE_FACTOR, "methods": list(ROPE_METHODS), "evaluated": evaluated,
             "fine_tuned": tuned}
 
-# ==== the command line ====
+# the command line
 
 
 def main(argv=None) -> int:

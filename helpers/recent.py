@@ -1,8 +1,9 @@
-"""What the models of 2023-2025 added to notebook 09's block, in NumPy: sliding-window attention
-with a key/value cache bounded by the window, QK-norm, a mixture of experts with top-k routing and
-a load-balancing loss, multi-head latent attention, and RoPE's base and scaling (notebook 09,
-Going further). Each piece is one class or function with its backward pass; RecentDecoder is
-notebook 09's DecoderOnly with any of them switched on (RecentConfig), everything off by default.
+"""What the models of 2023-2025 added to notebook 09's block, in NumPy (notebook 09, Going
+further): sliding-window attention with a key/value cache bounded by the window, a mixture of
+experts with top-k routing and a load-balancing loss, multi-head latent attention, and RoPE's base
+and scaling, each with its backward pass (QK-norm is a switch of helpers.modern's
+GroupedQueryAttention). RecentDecoder is notebook 09's DecoderOnly with any of them switched on
+(RecentConfig), everything off by default.
 
 Every definition below is written in notebook 09 first, in a cell that starts with
 ``# saved in helpers/recent.py``; ``tests/test_sync.py`` proves the two copies are identical.
@@ -43,7 +44,7 @@ from helpers.validation import (
 
 # ── 09 · The Transformer today ────────────────────────────────────────────────────────────────
 
-# ==== sliding-window attention (helper A) ====
+# Going further · sliding-window attention (Mistral 7B, 2023)
 
 
 def sliding_window_mask(T, window):
@@ -91,7 +92,7 @@ class WindowCache(KVCache):
         self.seen += new
         return K, V
 
-# ==== mixture of experts (helper C) ====
+# Going further · mixture of experts
 
 
 def top_k_routing(logits, k):
@@ -201,7 +202,7 @@ class MixtureOfExperts(Module):
         return (d_x + d_x_r).reshape(shape), collect_grads(self, grads)
 
 
-# ==== multi-head latent attention (helper D) ====
+# Going further · multi-head latent attention
 
 
 class LatentCache(NamedTuple):
@@ -319,7 +320,7 @@ class LatentAttention(Module):
             collect_grads(self, grads)
 
 
-# ==== RoPE's base and scaling (helper E) ====
+# Going further · RoPE's base and scaling
 
 ROPE_SCALINGS = ("linear", "ntk", "yarn", "llama3")
 
@@ -405,7 +406,7 @@ def rescale_rope(model, *, base=10000.0, scaling=None):
         attn.turns = rope_table(len(attn.turns), attn.d_k, base=base, scaling=scaling)
     return model
 
-# ==== all of them in one model ====
+# Going further · all of them in one model
 
 
 @dataclass(frozen=True)
@@ -516,6 +517,12 @@ class RecentDecoder(DecoderOnly):
             return super().decode(tokens, kv_caches)
         finally:
             self.forgotten = 0
+
+    def aux_loss(self):
+        """The mixtures' load-balancing losses in the last forward (0 without experts): backward
+        returns the gradients of the task's loss plus this."""
+        return sum(b.ffn.aux_loss for b in self.decoder.layers
+                   if isinstance(b.ffn, MixtureOfExperts))
 
     def mask(self, T):
         """The blocks' mask for T positions, True = blocked: the causal mask, or the band of

@@ -48,7 +48,7 @@ LM_RECORD = "python benchmarks/train_lm.py --record"
 GIT = "git checkout data/tinyshakespeare.txt.gz"
 FILES = (REVERSE_MODEL, REVERSE_MANIFEST, REVERSE_RUNS, MODERN_MODELS, MODERN_MANIFEST,
          MODERN_RUNS, LM_MODEL, LM_MANIFEST, LM_RUNS, data.RNN_MODEL, data.RNN_MANIFEST,
-         SHAKESPEARE)
+         data.RECENT_RUNS, data.RECENT_MANIFEST, SHAKESPEARE)
 TRANSLATION_FILES = (data.TRANSLATION_MODEL, data.TRANSLATION_MANIFEST, data.TRANSLATION_RUNS,
                      *(data.MULTI30K / name for name in data.MULTI30K_SHA256))
 
