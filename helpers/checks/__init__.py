@@ -88,6 +88,7 @@ import helpers.lm
 import helpers.mask_formats
 import helpers.modern
 import helpers.module
+import helpers.recent
 import helpers.training
 import helpers.transformer
 import helpers.translation
@@ -127,9 +128,9 @@ CATALOGUE: dict[str, Exercise] = {  # every exercise by key, in notebook order
                           *EXERCISES_05, *EXERCISES_06, *EXERCISES_07, *EXERCISES_08,
                           *EXERCISES_09, *EXERCISES_10, *EXERCISES_11)}
 
-MODEL_MODULES = (helpers.transformer, helpers.training, helpers.modern, helpers.decoding,
-                 helpers.lm, helpers.translation, helpers.mask_formats, helpers.module,
-                 helpers.validation)
+MODEL_MODULES = (helpers.transformer, helpers.training, helpers.modern, helpers.recent,
+                 helpers.decoding, helpers.lm, helpers.translation, helpers.mask_formats,
+                 helpers.module, helpers.validation)
 
 
 def exercise(key_or_name: str) -> Exercise:
