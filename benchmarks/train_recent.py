@@ -226,22 +226,24 @@ def run_qk_norm(jobs: int) -> dict:
 
 
 MOE_SEEDS = (0, 1)
-MOE_VARIANTS = {  # name -> (n_experts, top_k, balance); n_experts 0 is today's dense SwiGLU
-    "dense": (0, 2, 0.01),
-    "4 experts, top-1": (4, 1, 0.01),
-    "4 experts, top-2": (4, 2, 0.01),
-    "4 experts, top-1, no balance loss": (4, 1, 0.0),
+MOE_VARIANTS = {  # name -> (n_experts, top_k, balance, gate); n_experts 0: today's dense SwiGLU
+    "dense": (0, 2, 0.01, "mixtral"),
+    "4 experts, top-1": (4, 1, 0.01, "switch"),
+    "4 experts, top-1, no balance loss": (4, 1, 0.0, "switch"),
+    "4 experts, top-2": (4, 2, 0.01, "mixtral"),
+    "4 experts, top-2, no balance loss": (4, 2, 0.0, "mixtral"),
 }
 
 
-def moe_config(n_experts, top_k, balance):
+def moe_config(n_experts, top_k, balance, gate):
     """Today's reversal model (reversal_lm_config with TODAY's pieces), its feed-forward network
     a mixture of n_experts SwiGLU experts whose width d_ff makes the ACTIVE parameters (the
-    router, top_k experts per block, everything else) closest to the dense model's total."""
+    router, top_k experts per block, everything else) closest to the dense model's total. The
+    balance loss leaves PAD positions out (balance_ignore=PAD)."""
     from dataclasses import asdict, replace
 
     from helpers.recent import RecentConfig
-    from helpers.reversal import PIECES, parameter_count, pieces_of, reversal_lm_config
+    from helpers.reversal import PAD, PIECES, parameter_count, pieces_of, reversal_lm_config
 
     dense = RecentConfig(**asdict(reversal_lm_config(**pieces_of(**{p: "today" for p in PIECES}))))
     if not n_experts:
@@ -249,7 +251,8 @@ def moe_config(n_experts, top_k, balance):
     target = parameter_count(dense)
 
     def counts(d_ff):
-        config = replace(dense, n_experts=n_experts, top_k=top_k, balance=balance, d_ff=d_ff)
+        config = replace(dense, n_experts=n_experts, top_k=top_k, balance=balance, gate=gate,
+                         balance_ignore=PAD, d_ff=d_ff)
         total = parameter_count(config)
         idle = config.n_layers * (n_experts - top_k) * 3 * config.d_model * d_ff  # unused experts
         return config, total, total - idle
@@ -284,7 +287,7 @@ def moe_run(job: dict) -> dict:
             chosen = block.ffn.cache.experts[real]  # (real tokens, k)
             share = np.bincount(chosen.ravel(), minlength=config.n_experts) / chosen.size
             out["load"].append([float(f"{v:.4g}") for v in share])
-            out["aux"].append(float(f"{block.ffn.aux_loss:.4g}"))  # all positions, padding too
+            out["aux"].append(float(f"{block.ffn.aux_loss:.4g}"))  # real tokens (balance_ignore)
         clear_caches(model)
     print(f"   {job['variant']:36s} seed {job['seed']}: first {first}, final "
           f"{out['final']:.3f}, {out['ms_per_step']:.0f} ms/step, load {out.get('load')}",
@@ -294,19 +297,20 @@ def moe_run(job: dict) -> dict:
 
 @piece
 def run_moe(jobs) -> dict:
-    """Dense against 4 experts (top-1, top-2) at matched ACTIVE parameters, with Switch's
-    load-balancing loss (balance 0.01) and without it (top-1), today's recipe at its best peak
-    rate, seeds MOE_SEEDS: seed 0 of every variant first."""
+    """Dense against 4 experts (top-1 with Switch's gate, top-2 with Mixtral's) at matched
+    ACTIVE parameters, with Switch's load-balancing loss (balance 0.01, PAD left out) and
+    without it, today's recipe at its best peak rate, seeds MOE_SEEDS: seed 0 of every variant
+    first."""
     from helpers.data import MODERN_MANIFEST, MODERN_RUNS
 
     rate = load_runs(MODERN_RUNS, MODERN_MANIFEST)["best_rate"]["today"]
     work = [{"variant": v, "seed": s, "rate": rate} for s in MOE_SEEDS for v in MOE_VARIANTS]
     runs = in_workers(moe_run, work, jobs)
     record = {"rate": rate, "target": 0.99, "variants": {}}
-    for name, (n_experts, top_k, balance) in MOE_VARIANTS.items():
+    for name, (n_experts, top_k, balance, gate) in MOE_VARIANTS.items():
         mine = [r for r in runs if r["variant"] == name]
         record["variants"][name] = {
-            "n_experts": n_experts, "top_k": top_k, "balance": balance,
+            "n_experts": n_experts, "top_k": top_k, "balance": balance, "gate": gate,
             "d_ff": mine[0]["d_ff"], "parameters": mine[0]["parameters"],
             "active": mine[0]["active"],
             "runs": [{k: v for k, v in r.items() if k not in ("variant", "rate", "d_ff",

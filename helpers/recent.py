@@ -26,7 +26,6 @@ from helpers.modern import (
 from helpers.module import Module, collect_grads
 from helpers.training import attention_backward, linear_backward
 from helpers.transformer import (
-    causal_mask,
     merge_heads,
     scaled_dot_product_attention,
     softmax,
@@ -62,7 +61,9 @@ class WindowCache(KVCache):
     positions only, so its arrays never grow past (B, g, window, d_k), however long the text.
     `length` still counts every position seen (RoPE's start position); `forgotten` is how many
     of them it no longer holds. Mistral's rolling buffer writes position i into slot i mod W
-    (no copy); here the oldest positions are cut off, the same keys kept in their order."""
+    (no copy); here the oldest positions are cut off, the same keys kept in their order. K and V
+    are bounded by the window; `tokens` (KVCache.start's, one int per position) keeps the whole
+    prefix, to check that the next call's prompt continues it."""
 
     window: int
     seen: int = field(default=0, init=False)
@@ -119,52 +120,74 @@ class MoECache(NamedTuple):
     probs: np.ndarray  # (N, n_experts), the router's softmax over all the experts
     experts: np.ndarray  # (N, k), the experts each token went to
     gates: np.ndarray  # (N, k), their weights
-    load: np.ndarray  # (n_experts,), f: each expert's share of the N k assignments
+    load: np.ndarray  # (n_experts,), f: each expert's share of the counted tokens' assignments
+    counted: np.ndarray  # (N,), True where the token counts in the balance loss
     routes: list  # per expert: (rows, slots), the tokens it took and in which of their k places
     outputs: list  # per expert: its output for those tokens, (n_e, d_model)
     shape: tuple  # the input's shape
 
 
 class MixtureOfExperts(Module):
-    """A sparse mixture of experts in place of the feed-forward network (Shazeer et al., 2017;
-    Mixtral, Jiang et al., 2024): n_experts SwiGLU networks of width d_ff, each with its own
-    weights, and a router W_r (d_model, n_experts). Every token goes through the top_k experts
-    whose router logits x W_r are largest (top_k_routing), and their outputs are added, weighted
-    by the gates. The parameters grow with n_experts; the work per token with top_k only.
+    """A sparse mixture of experts in place of the feed-forward network (the layer of Shazeer et
+    al., 2017, put in a Transformer's FFN by GShard, Lepikhin et al., 2020, and Switch, Fedus et
+    al., 2021; Mixtral, Jiang et al., 2024): n_experts SwiGLU networks of width d_ff, each with
+    its own weights, and a router W_r (d_model, n_experts). Every token goes through the top_k
+    experts whose router logits x W_r are largest (top_k_routing), and their outputs are added,
+    weighted by the gates. The parameters grow with n_experts; the work per token with top_k.
 
-    The Switch Transformer's load-balancing loss (Fedus et al., 2021) of the last forward is kept
-    in `aux_loss`: balance * n_experts * sum_i f_i P_i, f_i the share of the token -> expert
-    assignments that went to expert i (over all top_k choices; kept in `load`), P_i the mean
-    router probability (softmax over all the experts) of expert i: balance when both are
-    uniform, balance * n_experts when top-1 sends every token to one expert with probability 1.
-    backward adds its gradient to W_r's: train() then minimises the task's loss plus aux_loss
-    without a change to the loop (the loss train() records is the task's only). The experts are
-    drawn before the router: with n_experts=1 and top_k=1 the layer is SwiGLU(d_model, d_ff,
-    rng), weight for weight, plus a router that changes nothing (its one gate is 1).
+    gate="mixtral": the softmax over the k chosen logits (top_k_routing's gates, summing to 1).
+    gate="switch": the chosen experts' probabilities in the softmax over all the experts, not
+    renormalised (Switch Transformer's, DeepSeek-V2's). At top_k=1 Mixtral's gate is always 1,
+    so the task's loss gives W_r no gradient at all: top-1 wants "switch".
+
+    The Switch Transformer's load-balancing loss of the last forward is kept in `aux_loss`:
+    balance * n_experts * sum_i f_i P_i, f_i the share of the token -> expert assignments that
+    went to expert i (over all top_k choices; kept in `load`), P_i the mean router probability
+    (softmax over all the experts) of expert i: balance when both are uniform, balance *
+    n_experts when top-1 sends every token to one expert with probability 1. Both count the
+    tokens that `keep` marks: a boolean array of the next input's shape[:-1] (True = counted),
+    set by the caller before forward and used by that forward only (RecentDecoder sets it to
+    leave PAD out); None counts every token. backward adds the loss's gradient to W_r's: train()
+    then minimises the task's loss plus aux_loss without a change to the loop (the loss train()
+    records is the task's only). The experts are drawn before the router: with n_experts=1 and
+    top_k=1 the layer is SwiGLU(d_model, d_ff, rng), weight for weight, plus a router that
+    changes nothing (with Mixtral's gate, its one gate is 1).
     """
 
     param_names = ("W_r",)
+    gate_kinds = ("mixtral", "switch")
 
-    def __init__(self, d_model, d_ff, n_experts, rng, *, top_k=2, balance=0.01,
+    def __init__(self, d_model, d_ff, n_experts, rng, *, top_k=2, balance=0.01, gate="mixtral",
                  dtype=np.float64):
         self.d_model = check_positive_int(d_model, "d_model")
         self.n_experts = check_positive_int(n_experts, "n_experts")
         self.top_k = check_int(top_k, "top_k", f"[1, {self.n_experts}]")
         self.balance = check_number(balance, "balance", "[0, inf)")
+        if not isinstance(gate, str) or gate not in self.gate_kinds:
+            raise ValueError(f"gate must be one of {self.gate_kinds}, got {gate!r}")
+        self.gate = gate
         dtype = check_float_dtype(dtype)
         experts = [SwiGLU(d_model, d_ff, rng, dtype=dtype) for _ in range(self.n_experts)]
         self.W_r = rng.normal(0.0, 1.0 / np.sqrt(d_model), (d_model, n_experts)).astype(dtype)
         self.experts = experts  # after W_r: parameters() lists "W_r", "experts.0.W_1", ...
-        self.aux_loss, self.load = None, None  # of the last forward
+        self.aux_loss, self.load, self.keep = None, None, None  # keep: for the next forward
 
     def forward(self, x):
         """x (..., T, d_model) -> (..., T, d_model): every token through its top_k experts."""
         x = as_real_array(x, "x")
         if x.ndim < 1 or x.shape[-1] != self.d_model:
             raise ValueError(f"x must have shape (..., d_model={self.d_model}), got {x.shape}")
-        shape, x = x.shape, x.reshape(-1, self.d_model)  # (N, d_model): the tokens, in rows
+        keep, self.keep = self.keep, None  # one forward's
+        if keep is not None and np.shape(keep) != x.shape[:-1]:
+            raise ValueError(f"keep must have shape {x.shape[:-1]} (x's but d_model), got "
+                             f"{np.shape(keep)}")
+        counted = np.ones(x.shape[:-1], bool) if keep is None else np.asarray(keep, bool)
+        shape, x, counted = x.shape, x.reshape(-1, self.d_model), counted.ravel()  # (N, ...)
         logits = x @ self.W_r  # (N, n_experts)
+        probs = softmax(logits)  # (N, n_experts): P_i is its mean over the counted tokens
         experts, gates = top_k_routing(logits, self.top_k)  # (N, k) each
+        if self.gate == "switch":  # the chosen experts' probabilities among all n
+            gates = np.take_along_axis(probs, experts, axis=-1)
         out = np.zeros(x.shape, np.result_type(x, self.W_r))  # (N, d_model)
         routes, outputs = [], []
         for e, expert in enumerate(self.experts):  # a loop over the experts, never over tokens
@@ -173,19 +196,22 @@ class MixtureOfExperts(Module):
             out[rows] += gates[rows, slots, None] * y
             routes.append((rows, slots))
             outputs.append(y)
-        probs = softmax(logits)  # (N, n_experts): P_i is its mean over the tokens
-        load = np.bincount(experts.ravel(), minlength=self.n_experts) / experts.size  # f_i
-        self.aux_loss = float(self.balance * self.n_experts * (load * probs.mean(axis=0)).sum())
+        chosen, n = experts[counted], max(int(counted.sum()), 1)  # (n, k): the counted tokens'
+        load = np.bincount(chosen.ravel(), minlength=self.n_experts) / max(chosen.size, 1)  # f
+        P = probs[counted].sum(axis=0) / n
+        self.aux_loss = float(self.balance * self.n_experts * (load * P).sum())
         self.load = load
-        self.cache = MoECache(x, probs, experts, gates, load, routes, outputs, shape)
+        self.cache = MoECache(x, probs, experts, gates, load, counted, routes, outputs, shape)
         return out.reshape(shape)
 
     def backward(self, d_out):
         """(d_x, grads) of the loss L + aux_loss, for d_out = dL/d(output). A gate g_j multiplies
-        its expert's output y_j, so dL/dg_j = d_out . y_j; the gates are a softmax over the k
-        chosen logits (the others get no gradient from L). f is a count, without a gradient:
-        aux reaches the logits through P only, d aux / d p_ni = balance n_experts f_i / N."""
-        x, probs, experts, gates, load, routes, outputs, shape = self.saved()
+        its expert's output y_j, so dL/dg_j = d_out . y_j. Mixtral's gates are a softmax over the
+        k chosen logits (the others get no gradient from L); Switch's are p_j of the softmax
+        over all, dp_j/dl_m = p_j (delta_jm - p_m). f is a count, without a gradient: aux
+        reaches the logits through P only, d aux / d p_ni = balance n_experts f_i / N (N the
+        counted tokens; 0 for the others)."""
+        x, probs, experts, gates, load, counted, routes, outputs, shape = self.saved()
         d_out = check_shape(d_out, "d_out", shape).reshape(-1, self.d_model)  # (N, d_model)
         d_x, d_gates, grads = np.zeros_like(d_out), np.zeros_like(gates), {}
         for e, expert in enumerate(self.experts):
@@ -193,10 +219,16 @@ class MixtureOfExperts(Module):
             d_gates[rows, slots] = (d_out[rows] * outputs[e]).sum(axis=-1)
             d_in, grads[f"experts.{e}"] = expert.backward(gates[rows, slots, None] * d_out[rows])
             d_x[rows] += d_in
-        d_chosen = gates * (d_gates - (gates * d_gates).sum(axis=-1, keepdims=True))  # (N, k)
         d_logits = np.zeros_like(probs)  # (N, n_experts)
-        np.put_along_axis(d_logits, experts, d_chosen, axis=-1)
-        d_p = (self.balance * self.n_experts / len(x) * load).astype(probs.dtype)  # (n_experts,)
+        g_d = (gates * d_gates).sum(axis=-1, keepdims=True)  # (N, 1)
+        if self.gate == "switch":  # sum_j dL/dp_j p_j (e_j - p)
+            np.put_along_axis(d_logits, experts, gates * d_gates, axis=-1)
+            d_logits -= probs * g_d
+        else:  # the softmax's rule over the k chosen logits
+            np.put_along_axis(d_logits, experts, gates * (d_gates - g_d), axis=-1)
+        n = max(int(counted.sum()), 1)
+        d_p = (self.balance * self.n_experts / n * load).astype(probs.dtype)  # (n_experts,)
+        d_p = counted[:, None] * d_p  # (N, n_experts): the tokens not counted get none
         d_logits += probs * (d_p - (probs * d_p).sum(axis=-1, keepdims=True))  # softmax's rule
         d_x_r, grads["W_r"], _ = linear_backward(x, self.W_r, d_logits)
         return (d_x + d_x_r).reshape(shape), collect_grads(self, grads)
@@ -230,9 +262,9 @@ class LatentAttention(Module):
     c_KV and k_R, d_c + d_R numbers per token (multi-head attention: 2 h d_h), in a KVCache as
     K = c_KV (..., 1, t, d_c) and V = k_R (..., 1, t, d_R). The paper's W^DKV, W^UK, W^UV, W^KR,
     W^Q, W^QR, W^O, written x @ W; no biases (DeepSeek-V2 has none); DeepSeek's released code
-    also puts an RMSNorm on c_KV, left out here. Self-attention only: key and value must be one
-    array (the latent gives both), at the query's positions (RoPE's positions start at the
-    cache's length for both).
+    also puts an RMSNorm on c_KV, left out here. Self-attention only: query, key and value must
+    be one array (the latent gives key and value; RoPE's positions start at the cache's length
+    for queries and keys alike).
     """
 
     param_names = ("W_q", "W_qr", "W_dkv", "W_kr", "W_uk", "W_uv", "W_o")
@@ -258,17 +290,20 @@ class LatentAttention(Module):
         self.weights = None  # the last attention weights, (..., h, T_q, T_k)
 
     def forward(self, query, key, value, mask=None, kv_cache=None):
-        """query (..., T_q, d_model), key = value (..., T_k, d_model) -> (..., T_q, d_model).
-        mask: True = blocked, broadcastable to (..., h, T_q, T_k); kv_cache: a KVCache that
-        keeps c_KV and k_R of every call so far."""
+        """query = key = value (..., T, d_model) -> (..., T, d_model), one array (a block passes
+        the same one three times). mask: True = blocked, broadcastable to (..., h, T, t);
+        kv_cache: a KVCache that keeps c_KV and k_R of every call so far (t positions)."""
         query, key = as_real_array(query, "query"), as_real_array(key, "key")
         for name, x in (("query", query), ("key", key)):
             if x.ndim < 2 or x.shape[-1] != self.d_model:
                 raise ValueError(f"{name} must have shape (..., T, d_model={self.d_model}), "
                                  f"got {x.shape}")
-        if value is not key and not np.array_equal(value, key):
-            raise ValueError(f"value must be key itself: one latent gives both (self-attention),"
-                             f" got key {key.shape} and value {np.shape(value)} that differ")
+        for name, x in (("query", query), ("value", value)):  # RoPE needs one set of positions
+            if x is not key and not np.array_equal(x, key):
+                raise ValueError(f"{name} must be key itself: LatentAttention is self-attention "
+                                 f"(one latent gives key and value, RoPE turns query and key by "
+                                 f"the same positions), got key {key.shape} and {name} "
+                                 f"{np.shape(x)} that differ")
         if kv_cache is not None and kv_cache.fixed:
             raise ValueError("LatentAttention is self-attention: a KVCache with fixed=True "
                              "(cross-attention's) does not fit")
@@ -398,12 +433,14 @@ def rope_table(T, d, *, base=10000.0, scaling=None):
 def rescale_rope(model, *, base=10000.0, scaling=None):
     """Give every block of a trained model (DecoderOnly or RecentDecoder, RoPE) the rotations
     of this base and scaling, for all its max_len positions, weights untouched; returns the
-    model. Its config is left as it was: this is for evaluation."""
+    model. Its config is left as it was: this is for evaluation. A table (max_len, d/2) turns d
+    features: d_k of grouped-query attention, d_R of multi-head latent attention."""
     blocks = [block.self_attn for block in model.decoder.layers]
     if any(getattr(attn, "turns", None) is None for attn in blocks):
         raise ValueError("rescale_rope: the model has a block without RoPE (position='rope')")
     for attn in blocks:
-        attn.turns = rope_table(len(attn.turns), attn.d_k, base=base, scaling=scaling)
+        attn.turns = rope_table(len(attn.turns), 2 * attn.turns.shape[-1], base=base,
+                                scaling=scaling)
     return model
 
 # Going further · all of them in one model
@@ -412,13 +449,18 @@ def rescale_rope(model, *, base=10000.0, scaling=None):
 @dataclass(frozen=True)
 class RecentConfig(DecoderOnlyConfig):
     """DecoderOnlyConfig with the pieces of 2023-2025 models, each off by default (then the model
-    is DecoderOnly's, weight for weight). See RecentDecoder."""
+    is DecoderOnly's, weight for weight). See RecentDecoder. Multi-head latent attention
+    (d_latent) replaces grouped-query attention: it has no biases (bias then concerns the output
+    layer only) and no QK-norm, and n_kv_heads only shapes the grouped-query attention that
+    ModernBlock draws first and RecentBlock then replaces (the seed's stream)."""
 
     window: int | None = None  # sliding-window attention: the keys each query sees (Mistral)
     qk_norm: bool = False  # an RMSNorm on every query and key head before the scores
     n_experts: int = 0  # 0: one dense feed-forward network; else a mixture of n_experts
     top_k: int = 2  # experts per token (mixture of experts)
     balance: float = 0.01  # the load-balancing loss's coefficient (mixture of experts)
+    gate: str = "mixtral"  # "mixtral": softmax over the k chosen; "switch": over all (top-1)
+    balance_ignore: int | None = None  # a token id (PAD) the balance loss leaves out
     d_latent: int | None = None  # multi-head latent attention: the cached latent's width
     d_rope: int | None = None  # ... and its RoPE key's (None: half the head width, DeepSeek-V2's)
     rope_base: float = 10000.0  # RoPE's base theta
@@ -437,14 +479,21 @@ class RecentConfig(DecoderOnlyConfig):
                              f"position={self.position!r}")
         n_experts = check_int(self.n_experts, "n_experts", "[0, inf)")
         object.__setattr__(self, "n_experts", n_experts)
-        if n_experts:  # the mixture's switches, checked where they are used
-            object.__setattr__(self, "top_k", check_int(self.top_k, "top_k", f"[1, {n_experts}]"))
-            object.__setattr__(self, "balance", check_number(self.balance, "balance", "[0, inf)"))
+        top_k_range = f"[1, {n_experts}]" if n_experts else "[1, inf)"  # checked even when off
+        object.__setattr__(self, "top_k", check_int(self.top_k, "top_k", top_k_range))
+        object.__setattr__(self, "balance", check_number(self.balance, "balance", "[0, inf)"))
+        gates = MixtureOfExperts.gate_kinds
+        if not isinstance(self.gate, str) or self.gate not in gates:
+            raise ValueError(f"gate must be one of {gates}, got {self.gate!r}")
+        if self.balance_ignore is not None:
+            object.__setattr__(self, "balance_ignore", check_int(
+                self.balance_ignore, "balance_ignore", f"[0, {self.vocab - 1}]"))
+        if n_experts:
             if self.ffn != "swiglu":
                 raise ValueError(f"n_experts={n_experts} needs ffn='swiglu' (the experts are "
                                  f"SwiGLU networks), got ffn={self.ffn!r}")
         if self.d_latent is not None:  # multi-head latent attention replaces GQA
-            check_positive_int(self.d_latent, "d_latent")
+            object.__setattr__(self, "d_latent", check_positive_int(self.d_latent, "d_latent"))
             if self.qk_norm:
                 raise ValueError("qk_norm normalises grouped-query attention's heads: it does not "
                                  "apply to multi-head latent attention (d_latent)")
@@ -464,23 +513,28 @@ class RecentConfig(DecoderOnlyConfig):
 
 class RecentBlock(ModernBlock):
     """ModernBlock with any of the new pieces: each replaces one part, after ModernBlock has
-    drawn its own (so with every piece off it is ModernBlock, weight for weight)."""
+    drawn its own (so with every piece off it is ModernBlock, weight for weight). With d_latent,
+    LatentAttention (no biases) replaces GQA: qk_norm is refused."""
 
     def __init__(self, d_model, n_heads, d_ff, rng, *, window=None, qk_norm=False, n_experts=0,
-                 top_k=2, balance=0.01, d_latent=None, d_rope=None, rope_base=10000.0,
-                 rope_scaling=None, **options):
+                 top_k=2, balance=0.01, gate="mixtral", d_latent=None, d_rope=None,
+                 rope_base=10000.0, rope_scaling=None, **options):
+        if d_latent is not None and qk_norm:
+            raise ValueError("qk_norm normalises grouped-query attention's heads: it does not "
+                             "apply to multi-head latent attention (d_latent)")
         super().__init__(d_model, n_heads, d_ff, rng, qk_norm=qk_norm, **options)
-        attn = self.self_attn
-        if getattr(attn, "turns", None) is not None:  # RoPE's table, of this base and scaling
-            attn.turns = rope_table(len(attn.turns), attn.d_k, base=rope_base,
-                                    scaling=rope_scaling)
         if n_experts:  # a mixture of experts of width d_ff in place of the one SwiGLU
             self.ffn = MixtureOfExperts(d_model, d_ff, n_experts, rng, top_k=top_k,
-                                        balance=balance, dtype=options.get("dtype", np.float64))
-        if d_latent is not None:  # its own RoPE on q_R and k_R; GQA's options do not apply
+                                        balance=balance, gate=gate,
+                                        dtype=options.get("dtype", np.float64))
+        if d_latent is not None:  # in place of GQA, with its own RoPE on q_R and k_R
             self.self_attn = LatentAttention(
                 d_model, n_heads, d_latent, d_model // n_heads // 2 if d_rope is None else d_rope,
                 rng, max_len=options.get("max_len", 256), dtype=options.get("dtype", np.float64))
+        attn = self.self_attn
+        if getattr(attn, "turns", None) is not None:  # RoPE's table (max_len, d/2), this base
+            attn.turns = rope_table(len(attn.turns), 2 * attn.turns.shape[-1], base=rope_base,
+                                    scaling=rope_scaling)  # and scaling: d = d_k, or MLA's d_R
 
 
 class RecentDecoder(DecoderOnly):
@@ -492,8 +546,8 @@ class RecentDecoder(DecoderOnly):
         c = self.config
         return {**super().block_options(), "window": c.window, "qk_norm": c.qk_norm,
                 "n_experts": c.n_experts, "top_k": c.top_k, "balance": c.balance,
-                "d_latent": c.d_latent, "d_rope": c.d_rope, "rope_base": c.rope_base,
-                "rope_scaling": c.rope_scaling}
+                "gate": c.gate, "d_latent": c.d_latent, "d_rope": c.d_rope,
+                "rope_base": c.rope_base, "rope_scaling": c.rope_scaling}
 
     forgotten = 0  # set by decode: the oldest keys a WindowCache no longer holds
 
@@ -518,6 +572,20 @@ class RecentDecoder(DecoderOnly):
         finally:
             self.forgotten = 0
 
+    def forward(self, tokens):
+        """DecoderOnly.forward; with config.balance_ignore set, the mixtures' load-balancing
+        losses count only the positions whose token is not that id (PAD: HF's Mixtral leaves
+        padded tokens out too)."""
+        moes = [b.ffn for b in self.decoder.layers if isinstance(b.ffn, MixtureOfExperts)]
+        if moes and self.config.balance_ignore is not None:
+            for moe in moes:
+                moe.keep = np.asarray(tokens) != self.config.balance_ignore  # (B, T)
+        try:
+            return super().forward(tokens)
+        finally:
+            for moe in moes:
+                moe.keep = None
+
     def aux_loss(self):
         """The mixtures' load-balancing losses in the last forward (0 without experts): backward
         returns the gradients of the task's loss plus this."""
@@ -526,7 +594,11 @@ class RecentDecoder(DecoderOnly):
 
     def mask(self, T):
         """The blocks' mask for T positions, True = blocked: the causal mask, or the band of
-        sliding_window_mask; without the columns of the keys forgotten (decode)."""
-        if self.config.window is None:
-            return causal_mask(T)
-        return sliding_window_mask(T, self.config.window)[:, self.forgotten:]
+        sliding_window_mask; without the columns of the keys forgotten (decode). Both depend on
+        k - q only, so the (T, T) mask is a read-only view of one row of 2T - 1 offsets: a decoding
+        step, which keeps its new rows only, builds O(T) booleans, not T^2."""
+        window = T if self.config.window is None else self.config.window
+        offset = np.arange(1 - T, T)  # k - q, from -(T - 1) to T - 1
+        row = (offset > 0) | (offset <= -window)  # the future, and the keys too old
+        views = np.lib.stride_tricks.sliding_window_view(row, T)  # [i, k] = row[i + k]
+        return views[::-1, self.forgotten:]  # row q = view T - 1 - q: [q, k] = row[T - 1 + k - q]

@@ -10,9 +10,17 @@ from dataclasses import asdict, replace
 import numpy as np
 import pytest
 
-from helpers.decoding import KVCache
-from helpers.modern import TODAY, DecoderOnly, GroupedQueryAttention
-from helpers.recent import LatentAttention, RecentBlock, RecentConfig
+from helpers.decoding import KVCache, generate
+from helpers.modern import TODAY, DecoderOnly, GroupedQueryAttention, rotations
+from helpers.recent import (
+    LatentAttention,
+    MixtureOfExperts,
+    RecentBlock,
+    RecentConfig,
+    WindowCache,
+    rescale_rope,
+    rope_table,
+)
 from helpers.training import cross_entropy, gradient_check
 from helpers.transformer import causal_mask
 from tests.reference import loop_attention
@@ -206,3 +214,87 @@ def test_recent_config_refuses_bad_latent_fields():
         RecentConfig(11, d_model=32, n_heads=4, d_rope=4)
     with pytest.raises(ValueError, match="d_latent"):
         RecentConfig(11, d_model=32, n_heads=4, d_latent=0)
+
+
+def test_config_stores_the_checked_d_latent_and_refuses_qk_norm():
+    config = RecentConfig(11, d_model=32, n_heads=4, d_latent=np.int64(16))
+    assert type(config.d_latent) is int and config.d_latent == 16
+    with pytest.raises(ValueError, match="qk_norm normalises grouped-query attention's heads"):
+        RecentConfig(11, d_model=32, n_heads=4, qk_norm=True, d_latent=16)
+    with pytest.raises(ValueError, match="qk_norm normalises grouped-query attention's heads"):
+        RecentBlock(32, 4, 12, np.random.default_rng(0), qk_norm=True, d_latent=16)
+    block = RecentBlock(32, 4, 12, np.random.default_rng(0), n_kv_heads=2, d_latent=16)
+    assert isinstance(block.self_attn, LatentAttention)  # the GQA drawn first is replaced
+
+
+def test_latent_attention_refuses_a_query_other_than_its_key(rng):
+    attn, x = layer_and_input(rng)
+    with pytest.raises(ValueError, match="query must be key itself: LatentAttention is self-"):
+        attn.forward(x + 1.0, x, x)
+    with pytest.raises(ValueError, match="query must be key itself"):
+        attn.forward(x[:, :2], x, x)  # fewer queries: their RoPE positions would be 0, 1
+    assert np.array_equal(attn.forward(x, x.copy(), x.copy()), attn.forward(x, x, x))
+
+
+MLA_SIZES = {"vocab": 11, "d_model": D, "n_heads": H, "d_ff": 12, "n_layers": 2, "max_len": 40,
+             "d_latent": D_C, "d_rope": D_R}
+
+
+def test_mla_gets_the_configured_rope_table_and_rescale_rope_works_on_it(rng):
+    """DeepSeek-V2 applies YaRN to k^R: its rotations are the base's and scaling's, and
+    rescale_rope turns an unscaled model into the one built scaled, weight for weight."""
+    yarn = {"rope_base": 5e5, "rope_scaling": ("yarn", 2.0, 32)}
+    plain = RecentConfig(**MLA_SIZES).build(np.random.default_rng(7))
+    scaled = RecentConfig(**MLA_SIZES, **yarn).build(np.random.default_rng(7))
+    for a, b in zip(plain.decoder.layers, scaled.decoder.layers, strict=True):
+        assert np.array_equal(a.self_attn.turns, rotations(40, D_R))  # base 10000: unchanged
+        assert np.array_equal(b.self_attn.turns, rope_table(40, D_R, base=5e5,
+                                                            scaling=yarn["rope_scaling"]))
+    tokens = rng.integers(0, 11, (B, 9))
+    assert np.abs(plain.forward(tokens) - scaled.forward(tokens)).max() > 1e-3
+    rescale_rope(plain, base=5e5, scaling=yarn["rope_scaling"])
+    assert np.array_equal(plain.forward(tokens), scaled.forward(tokens))
+    rescale_rope(scaled)
+    assert np.array_equal(scaled.decoder.layers[0].self_attn.turns, rotations(40, D_R))
+
+
+def test_all_of_them_in_one_mla_model(rng):
+    """Latent attention with a window, experts and YaRN's table: the whole model's backward of
+    the task's loss plus the balance loss against central differences, and generation with
+    bounded caches against generation without a cache (notebook 09's "All of them")."""
+    lm = RecentConfig(**MLA_SIZES, window=3, n_experts=3, top_k=2, rope_base=5e5,
+                      rope_scaling=("yarn", 2.0, 8)).build(np.random.default_rng(8))
+    assert all(isinstance(b.self_attn, LatentAttention) and isinstance(b.ffn, MixtureOfExperts)
+               and np.array_equal(b.self_attn.turns, rope_table(40, D_R, base=5e5,
+                                                                scaling=("yarn", 2.0, 8)))
+               for b in lm.decoder.layers)
+    for p in lm.parameters().values():
+        p += rng.normal(0, 0.3, p.shape)
+    tokens, targets = rng.integers(0, 11, (B, 9)), rng.integers(0, 11, (B, 9))
+
+    def loss():
+        return cross_entropy(lm.forward(tokens), targets)[0] + lm.aux_loss()
+
+    lm.forward(tokens)
+    assert lm.aux_loss() > 0  # the experts' balance loss is in the checked loss
+    grads = lm.backward(cross_entropy(lm.forward(tokens), targets)[1])[1]
+    error, per_name = gradient_check(loss, lm.parameters(), grads, max_entries=3, rng=rng)
+    assert error < 1e-6 and max(per_name.values()) < 1e-5, per_name
+    caches = lm.kv_caches()
+    assert all(isinstance(c, WindowCache) for c in caches)
+    cached = generate(lm, tokens[:, :2], 12)[0]
+    assert np.array_equal(cached, generate(lm, tokens[:, :2], 12, use_cache=False)[0])
+    steps = [lm.logits(lm.decode(tokens[:, :2], caches))]  # the latents a window holds
+    steps += [lm.logits(lm.decode(tokens[:, :t], caches))[:, -1:] for t in range(3, 10)]
+    assert np.abs(np.concatenate(steps, axis=1) - lm.forward(tokens)).max() < 1e-12
+    assert caches[0].K.shape == (B, 1, 3, D_C) and caches[0].forgotten == 6
+
+
+def test_recent_config_checks_the_mixture_s_switches_even_without_experts():
+    dense = RecentConfig(11, top_k=np.int64(3), balance=np.float32(0.5))
+    assert type(dense.top_k) is int and type(dense.balance) is float
+    for bad, message in (({"top_k": 0}, r"top_k must be an int in \[1, inf\)"),
+                         ({"top_k": 2.0}, "top_k must be an int"),
+                         ({"balance": -1.0}, r"balance must be a number in \[0, inf\)")):
+        with pytest.raises(ValueError, match=message):
+            RecentConfig(11, **bad)

@@ -1,7 +1,8 @@
 """The mixture of experts of notebook 09's Going further (helpers/recent.py): top_k_routing against
-its definition, MixtureOfExperts against a loop over tokens and against SwiGLU with one expert,
-the Switch load-balancing loss in closed form, the backward pass (the loss plus aux_loss) against
-central differences, RecentConfig's switches and their errors.
+its definition, MixtureOfExperts against a loop over tokens (Mixtral's and Switch's gates) and
+against SwiGLU with one expert, the Switch load-balancing loss in closed form and over the tokens
+`keep` marks, the backward pass (the loss plus aux_loss) against central differences, top-1's
+router gradient under each gate, RecentConfig's switches and their errors, PAD left out.
 """
 
 from dataclasses import asdict, replace
@@ -48,26 +49,30 @@ def test_top_k_routing_refuses_a_bad_k(k):
         top_k_routing(np.zeros((3, 4)), k)
 
 
-def reference_moe(moe, x):
-    """Token by token (a loop the layer avoids): Mixtral's sum of gated experts, and Switch's
-    f, P and loss counted directly."""
+def reference_moe(moe, x, keep=None):
+    """Token by token (a loop the layer avoids): the sum of gated experts (Mixtral's gates, or
+    Switch's), and Switch's f, P and loss counted directly over the tokens `keep` marks."""
     rows = x.reshape(-1, moe.d_model)
+    keep = np.ones(len(rows), bool) if keep is None else np.ravel(keep)
     out, counts, P = np.zeros_like(rows), np.zeros(moe.n_experts), np.zeros(moe.n_experts)
     for n, row in enumerate(rows):
         logits = row @ moe.W_r
+        p = np.exp(logits) / np.exp(logits).sum()
         chosen = sorted(range(moe.n_experts), key=lambda i: (-logits[i], i))[:moe.top_k]
         weights = np.exp(logits[chosen] - logits[chosen].max())
-        for i, g in zip(chosen, weights / weights.sum()):
+        gates = weights / weights.sum() if moe.gate == "mixtral" else p[chosen]
+        for i, g in zip(chosen, gates):
             out[n] += g * moe.experts[i].forward(row[None])[0]
-            counts[i] += 1
-        P += np.exp(logits) / np.exp(logits).sum() / len(rows)
+            counts[i] += keep[n]
+        P += keep[n] * p / keep.sum()
     f = counts / counts.sum()
     return out.reshape(x.shape), f, moe.balance * moe.n_experts * (f * P).sum()
 
 
+@pytest.mark.parametrize("gate", ["mixtral", "switch"])
 @pytest.mark.parametrize("k", [1, 2, 4])
-def test_moe_against_a_loop_over_tokens(rng, k):
-    moe = MixtureOfExperts(D, F, E, rng, top_k=k, balance=0.05)
+def test_moe_against_a_loop_over_tokens(rng, k, gate):
+    moe = MixtureOfExperts(D, F, E, rng, top_k=k, balance=0.05, gate=gate)
     x = rng.standard_normal((2, 7, D))
     out = moe.forward(x)
     aux, load = moe.aux_loss, moe.load
@@ -107,14 +112,47 @@ def no_near_ties(moe, x, gap=1e-4):
     return moe.top_k == moe.n_experts or (z[:, -moe.top_k] - z[:, -moe.top_k - 1]).min() > gap
 
 
+def test_the_balance_loss_counts_the_tokens_keep_marks(rng):
+    moe = MixtureOfExperts(D, F, E, rng, top_k=2, balance=0.05, gate="switch")
+    x = rng.standard_normal((2, 7, D))
+    keep = rng.random((2, 7)) < 0.6
+    full = moe.forward(x)
+    moe.keep = keep
+    out = moe.forward(x)
+    assert moe.keep is None  # one forward's
+    np.testing.assert_array_equal(out, full)  # the output does not depend on keep
+    _, f, expected_aux = reference_moe(moe, x, keep)
+    np.testing.assert_allclose(moe.load, f, atol=1e-15)
+    assert moe.aux_loss == pytest.approx(expected_aux, rel=1e-12)
+    moe.forward(x[keep])  # the same as the kept tokens alone
+    assert moe.aux_loss == pytest.approx(expected_aux, rel=1e-12)
+    moe.keep = np.ones((2, 6), bool)
+    with pytest.raises(ValueError, match=r"keep must have shape \(2, 7\)"):
+        moe.forward(x)
+
+
+def test_top_1_router_gradient_needs_switchs_gate(rng):
+    """Mixtral's gate at k = 1 is always 1: the task's loss gives W_r no gradient at all;
+    Switch's gate p_i does."""
+    x, weights = rng.standard_normal((2, 5, D)), rng.standard_normal((2, 5, D))
+    for gate in ("mixtral", "switch"):
+        moe = MixtureOfExperts(D, F, E, np.random.default_rng(1), top_k=1, balance=0.0, gate=gate)
+        moe.forward(x)
+        d_W_r = moe.backward(weights)[1]["W_r"]
+        assert (np.abs(d_W_r).max() > 1e-3) == (gate == "switch")
+
+
+@pytest.mark.parametrize("gate", ["mixtral", "switch"])
 @pytest.mark.parametrize("k", [1, 2])
-def test_moe_backward_with_the_balance_loss(rng, k):
-    moe = MixtureOfExperts(D, F, E, rng, top_k=k, balance=0.5)  # large: its gradient shows
+def test_moe_backward_with_the_balance_loss(rng, k, gate):
+    moe = MixtureOfExperts(D, F, E, rng, top_k=k, balance=0.5, gate=gate)  # large: it shows
     x = rng.standard_normal((2, 4, D))
     assert no_near_ties(moe, x)  # a step of 1e-6 must not change any token's experts
     weights = rng.standard_normal(x.shape)
+    keep = np.array([[True, True, False, True], [False, True, True, True]])
 
-    def loss():
+    def loss():  # the balance loss over the kept tokens only
+        moe.keep = keep
         return float((moe.forward(x) * weights).sum()) + moe.aux_loss
 
     loss()
@@ -157,6 +195,8 @@ def test_moe_keeps_float32_and_refuses_bad_input(rng):
         MixtureOfExperts(D, F, E, rng, balance=-0.1)
     with pytest.raises(ValueError, match="run forward first"):
         MixtureOfExperts(D, F, E, rng).backward(np.zeros((3, D)))
+    with pytest.raises(ValueError, match=r"gate must be one of \('mixtral', 'switch'\)"):
+        MixtureOfExperts(D, F, E, rng, gate="softmax")
 
 
 SMALL = dict(vocab=11, d_model=8, n_heads=2, d_ff=6, n_layers=2, max_len=16)
@@ -177,11 +217,17 @@ def test_recent_config_switches_and_errors():
     for bad, message in (({"n_experts": -1}, r"n_experts must be an int in \[0, inf\)"),
                          ({"n_experts": 4, "top_k": 5}, r"top_k must be an int in \[1, 4\]"),
                          ({"n_experts": 4, "balance": -1.0}, r"balance must be a number"),
+                         ({"n_experts": 4, "gate": "top"}, "gate must be one of"),
+                         ({"n_experts": 4, "balance_ignore": 11},
+                          r"balance_ignore must be an int in \[0, 10\]"),
                          ({"n_experts": 4, "ffn": "relu", "bias": True},
                           "n_experts=4 needs ffn='swiglu'")):
         with pytest.raises(ValueError, match=message):
             RecentConfig(**{**asdict(dense), **bad})
-    RecentConfig(**SMALL, top_k=9, balance=-1.0)  # dense: the mixture's switches are unused
+    RecentConfig(**SMALL, top_k=9)  # dense: top_k is checked against no n_experts
+    for bad in ({"balance": -1.0}, {"gate": "top"}):  # ... but every switch is checked
+        with pytest.raises(ValueError, match=f"{next(iter(bad))} must be"):
+            RecentConfig(**SMALL, **bad)
 
 
 def test_a_decoder_with_experts_is_causal_and_its_gradient_right(rng):
@@ -196,6 +242,33 @@ def test_a_decoder_with_experts_is_causal_and_its_gradient_right(rng):
     blocks = [b.ffn for b in model.decoder.layers]
 
     def loss():  # the model's loss plus every block's aux_loss: what backward differentiates
+        return float((model.forward(tokens) * weights).sum()) + sum(m.aux_loss for m in blocks)
+
+    loss()
+    grads = model.backward(weights)[1]
+    error, per_name = gradient_check(loss, model.parameters(), grads, max_entries=2, rng=rng)
+    assert error < 1e-6 and max(per_name.values()) < 1e-5
+
+
+def test_balance_ignore_leaves_pad_out_of_the_balance_loss(rng):
+    config = RecentConfig(**SMALL, n_experts=3, top_k=1, balance=0.3, gate="switch",
+                          balance_ignore=0)
+    model = config.build(rng)
+    tokens = rng.integers(1, 11, size=(2, 6))
+    tokens[0, 4:] = 0  # PAD
+    model.forward(tokens)
+    aux = [b.ffn.aux_loss for b in model.decoder.layers]
+    x = model.decoder.layers[0].ffn.cache.x.reshape(2, 6, -1)
+    assert all(b.ffn.keep is None for b in model.decoder.layers)  # set for that forward only
+    moe = model.decoder.layers[0].ffn
+    moe.forward(x[tokens != 0])  # the first block's mixture on the real tokens alone
+    assert moe.aux_loss == pytest.approx(aux[0], rel=1e-12)
+    moe.forward(x)  # every position: another loss
+    assert abs(moe.aux_loss - aux[0]) > 1e-6
+    weights = rng.standard_normal((2, 6, 11))
+    blocks = [b.ffn for b in model.decoder.layers]
+
+    def loss():
         return float((model.forward(tokens) * weights).sum()) + sum(m.aux_loss for m in blocks)
 
     loss()

@@ -114,6 +114,27 @@ def test_gradients_against_central_differences(window, rng):
     assert error < 1e-6 and max(per_name.values()) < 1e-5, per_name
 
 
+
+def owner(a):
+    """The array that owns a's memory (a itself if it owns it)."""
+    while a.base is not None:
+        a = a.base
+    return a
+
+
+@pytest.mark.parametrize("window", [None, 1, 3, 50])
+def test_the_model_s_mask_is_the_band_built_from_2t_minus_1_booleans(window):
+    model = small_model(window)
+    for T in (1, 2, 7, 40):
+        expected = causal_mask(T) if window is None else sliding_window_mask(T, window)
+        for forgotten in {0, T // 2, T - 1}:
+            model.forgotten = forgotten
+            mask = model.mask(T)
+            assert np.array_equal(mask, expected[:, forgotten:])
+            assert owner(mask).size == 2 * T - 1  # a view: never T x T booleans
+            assert not mask.flags.writeable
+    model.forgotten = 0
+
 # ── the cache ─────────────────────────────────────────────────────────────────────────────────
 
 
