@@ -53,22 +53,9 @@ from concurrent.futures import ProcessPoolExecutor
 from itertools import product
 from pathlib import Path
 
-os.environ["OPENBLAS_NUM_THREADS"] = "1"  # each worker one BLAS thread: set before NumPy loads
+import record_blas  # noqa: E402, F401  (before NumPy: one BLAS thread, the record's kernel)
 
-
-def _has_avx2() -> bool:
-    try:
-        return " avx2" in Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-
-
-# The record was made with OpenBLAS's Haswell kernel, which a CPU with AVX2 but not AVX-512 picks;
-# an AVX-512 CPU picks another, whose rounding training amplifies (the curves part about 160 steps
-# in). Forcing it keeps the runs bit for bit those of the record on any x86-64 CPU with AVX2.
-if platform.machine() in ("x86_64", "AMD64") and _has_avx2():
-    os.environ.setdefault("OPENBLAS_CORETYPE", "Haswell")
-
+# isort: split
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

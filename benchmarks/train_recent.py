@@ -22,19 +22,9 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-os.environ["OPENBLAS_NUM_THREADS"] = "1"  # each worker one BLAS thread: set before NumPy loads
+import record_blas  # noqa: E402, F401  (before NumPy: one BLAS thread, the record's kernel)
 
-
-def _has_avx2() -> bool:
-    try:
-        return " avx2" in Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-
-
-if platform.machine() in ("x86_64", "AMD64") and _has_avx2():
-    os.environ.setdefault("OPENBLAS_CORETYPE", "Haswell")
-
+# isort: split
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
