@@ -61,23 +61,44 @@ def randomise(module, rng, scale=0.3):
     return module
 
 
+def input_gradient_error(forward, backward, x, rng):
+    """max |analytic - central difference| of d(sum(forward(x) * R))/dx over every entry of x,
+    for a random R; backward(R) returns the analytic gradient."""
+    weights = rng.standard_normal(forward(x).shape)
+    analytic = backward(weights)
+    numeric, eps = np.zeros_like(x), 1e-6
+    for idx in np.ndindex(x.shape):
+        old = x[idx]
+        x[idx] = old + eps
+        up = float((forward(x) * weights).sum())
+        x[idx] = old - eps
+        down = float((forward(x) * weights).sum())
+        x[idx] = old
+        numeric[idx] = (up - down) / (2 * eps)
+    return float(np.abs(analytic - numeric).max())
+
+
+def rotated(a, d):
+    """a (T, d): position t's pairs (a[2i], a[2i+1]) turned by t / 10000^(2i/d), with explicit
+    2 x 2 rotations, math.cos and math.sin."""
+    out = np.empty_like(a)
+    for t in range(a.shape[0]):
+        for i in range(d // 2):
+            angle = t / 10000.0 ** (2 * i / d)
+            c, s = math.cos(angle), math.sin(angle)
+            out[t, 2 * i] = c * a[t, 2 * i] - s * a[t, 2 * i + 1]
+            out[t, 2 * i + 1] = s * a[t, 2 * i] + c * a[t, 2 * i + 1]
+    return out
+
+
 def loop_gqa(layer, x, mask=None):
     """Grouped-query self-attention with RoPE as loops: query head i reads key/value head
     i // (h / g), each head computed by loop_attention; the rotation by explicit 2 x 2 matrices
-    on each pair (x[2i], x[2i+1]) at each position, with math.cos and math.sin."""
+    on each pair (x[2i], x[2i+1]) at each position (rotated)."""
     h, g, d_k = layer.n_heads, layer.n_kv_heads, layer.d_k
 
-    def rotated(a):  # a (T, d_k): position t's pairs turned by t * w_i
-        if not layer.rotary:
-            return a
-        out = np.empty_like(a)
-        for t in range(a.shape[0]):
-            for i in range(d_k // 2):
-                angle = t / 10000.0 ** (2 * i / d_k)
-                c, s = math.cos(angle), math.sin(angle)
-                out[t, 2 * i] = c * a[t, 2 * i] - s * a[t, 2 * i + 1]
-                out[t, 2 * i + 1] = s * a[t, 2 * i] + c * a[t, 2 * i + 1]
-        return out
+    def turned(a):  # a (T, d_k)
+        return rotated(a, d_k) if layer.rotary else a
 
     heads = []
     for i in range(h):
@@ -86,8 +107,8 @@ def loop_gqa(layer, x, mask=None):
         kv_cols = slice(j * d_k, (j + 1) * d_k)
         per_sequence = []
         for b in range(x.shape[0]):
-            q = rotated(x[b] @ layer.W_q[:, q_cols] + layer.b_q[q_cols])
-            k = rotated(x[b] @ layer.W_k[:, kv_cols] + layer.b_k[kv_cols])
+            q = turned(x[b] @ layer.W_q[:, q_cols] + layer.b_q[q_cols])
+            k = turned(x[b] @ layer.W_k[:, kv_cols] + layer.b_k[kv_cols])
             v = x[b] @ layer.W_v[:, kv_cols] + layer.b_v[kv_cols]
             per_sequence.append(loop_attention(q, k, v, mask)[0])
         heads.append(np.stack(per_sequence))

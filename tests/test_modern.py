@@ -51,7 +51,7 @@ from helpers.transformer import (
     scaled_dot_product_attention,
     set_training,
 )
-from tests.reference import loop_gqa, randomise
+from tests.reference import input_gradient_error, loop_gqa, randomise
 
 D, H, B, T = 8, 4, 2, 5
 
@@ -64,22 +64,6 @@ def check_gradients(module, forward, rng, entries=12):
     error, per_name = gradient_check(lambda: float((forward() * weights).sum()),
                                      module.parameters(), grads, max_entries=entries, rng=rng)
     return error, per_name
-
-
-def input_gradient_error(forward, backward, x, rng):
-    """max |analytic - central difference| of d(sum(forward(x) * R))/dx over every entry."""
-    weights = rng.standard_normal(forward(x).shape)
-    analytic = backward(weights)
-    numeric, eps = np.zeros_like(x), 1e-6
-    for idx in np.ndindex(x.shape):
-        old = x[idx]
-        x[idx] = old + eps
-        up = float((forward(x) * weights).sum())
-        x[idx] = old - eps
-        down = float((forward(x) * weights).sum())
-        x[idx] = old
-        numeric[idx] = (up - down) / (2 * eps)
-    return float(np.abs(analytic - numeric).max())
 
 
 # ── RMSNorm ──────────────────────────────────────────────────────────────────────────────────

@@ -4,7 +4,6 @@ differences, cached decoding against the uncached logits, its cache's size, the 
 and its errors.
 """
 
-import math
 from dataclasses import asdict, replace
 
 import numpy as np
@@ -23,7 +22,7 @@ from helpers.recent import (
 )
 from helpers.training import cross_entropy, gradient_check
 from helpers.transformer import causal_mask
-from tests.reference import loop_attention
+from tests.reference import loop_attention, rotated
 
 D, H, D_C, D_R, B, T = 8, 2, 6, 4, 2, 5
 
@@ -31,19 +30,6 @@ D, H, D_C, D_R, B, T = 8, 2, 6, 4, 2, 5
 def layer_and_input(rng, dtype=np.float64):
     attn = LatentAttention(D, H, D_C, D_R, rng, max_len=16, dtype=dtype)
     return attn, rng.standard_normal((B, T, D)).astype(dtype)
-
-
-def rotated(a, d):
-    """a (T, d): position t's pairs (a[2i], a[2i+1]) turned by t / 10000^(2i/d), with 2 x 2
-    rotations written out."""
-    out = np.empty_like(a)
-    for t in range(a.shape[0]):
-        for i in range(d // 2):
-            angle = t / 10000.0 ** (2 * i / d)
-            c, s = math.cos(angle), math.sin(angle)
-            out[t, 2 * i] = c * a[t, 2 * i] - s * a[t, 2 * i + 1]
-            out[t, 2 * i + 1] = s * a[t, 2 * i] + c * a[t, 2 * i + 1]
-    return out
 
 
 def loop_mla(attn, x, mask=None):

@@ -13,7 +13,7 @@ from helpers.modern import DecoderOnly, GroupedQueryAttention, rope
 from helpers.recent import RecentBlock, RecentConfig, RecentDecoder
 from helpers.training import cross_entropy, gradient_check
 from helpers.transformer import causal_mask
-from tests.reference import randomise
+from tests.reference import input_gradient_error, randomise, rotated
 
 D, H, B, T = 8, 4, 2, 5
 
@@ -27,14 +27,8 @@ def loop_qk_norm(layer, x, mask):
     def normed(a, gamma):  # a (T, d_k)
         return a / np.sqrt((a ** 2).mean(axis=1, keepdims=True) + eps) * gamma
 
-    def rotated(a):
-        out = a.copy()
-        for t in range(a.shape[0] if layer.rotary else 0):
-            for i in range(d_k // 2):
-                c, s = math.cos(t / 10000 ** (2 * i / d_k)), math.sin(t / 10000 ** (2 * i / d_k))
-                out[t, 2 * i] = c * a[t, 2 * i] - s * a[t, 2 * i + 1]
-                out[t, 2 * i + 1] = s * a[t, 2 * i] + c * a[t, 2 * i + 1]
-        return out
+    def turned(a):  # a (T, d_k)
+        return rotated(a, d_k) if layer.rotary else a
 
     out = np.zeros_like(x)
     for b in range(x.shape[0]):
@@ -42,8 +36,8 @@ def loop_qk_norm(layer, x, mask):
         for i in range(h):
             q_cols, j = slice(i * d_k, (i + 1) * d_k), i // (h // g)
             kv_cols = slice(j * d_k, (j + 1) * d_k)
-            q = rotated(normed(x[b] @ layer.W_q[:, q_cols] + layer.b_q[q_cols], layer.q_norm.gamma))
-            k = rotated(normed(x[b] @ layer.W_k[:, kv_cols] + layer.b_k[kv_cols],
+            q = turned(normed(x[b] @ layer.W_q[:, q_cols] + layer.b_q[q_cols], layer.q_norm.gamma))
+            k = turned(normed(x[b] @ layer.W_k[:, kv_cols] + layer.b_k[kv_cols],
                                layer.k_norm.gamma))
             v = x[b] @ layer.W_v[:, kv_cols] + layer.b_v[kv_cols]
             scores = np.where(mask, -np.inf, q @ k.T / math.sqrt(d_k))
@@ -59,20 +53,6 @@ def check_gradients(module, forward, rng):
     _, grads = module.backward(weights)
     return gradient_check(lambda: float((forward() * weights).sum()), module.parameters(), grads,
                           max_entries=12, rng=rng)
-
-
-def input_gradient_error(forward, backward, x, rng):
-    """max |analytic - central difference| of d(sum(forward(x) * R))/dx over every entry."""
-    weights = rng.standard_normal(forward(x).shape)
-    analytic, numeric = backward(weights), np.zeros_like(x)
-    for idx in np.ndindex(x.shape):
-        old = x[idx]
-        x[idx] = old + 1e-6
-        up = float((forward(x) * weights).sum())
-        x[idx] = old - 1e-6
-        numeric[idx] = (up - float((forward(x) * weights).sum())) / 2e-6
-        x[idx] = old
-    return float(np.abs(analytic - numeric).max())
 
 
 @pytest.mark.parametrize("g", [4, 2, 1])
