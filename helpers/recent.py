@@ -514,7 +514,8 @@ class RecentConfig(DecoderOnlyConfig):
 class RecentBlock(ModernBlock):
     """ModernBlock with any of the new pieces: each replaces one part, after ModernBlock has
     drawn its own (so with every piece off it is ModernBlock, weight for weight). With d_latent,
-    LatentAttention (no biases) replaces GQA: qk_norm is refused."""
+    LatentAttention (no biases) replaces GQA: qk_norm is refused. rope_base and rope_scaling set
+    RoPE's table (GQA's, or MLA's on q_R and k_R): refused when the attention has none."""
 
     def __init__(self, d_model, n_heads, d_ff, rng, *, window=None, qk_norm=False, n_experts=0,
                  top_k=2, balance=0.01, gate="mixtral", d_latent=None, d_rope=None,
@@ -532,6 +533,9 @@ class RecentBlock(ModernBlock):
                 d_model, n_heads, d_latent, d_model // n_heads // 2 if d_rope is None else d_rope,
                 rng, max_len=options.get("max_len", 256), dtype=options.get("dtype", np.float64))
         attn = self.self_attn
+        if getattr(attn, "turns", None) is None and (rope_base != 10000.0 or rope_scaling):
+            raise ValueError("rope_base and rope_scaling set RoPE's table: this block's "
+                             "attention has none")
         if getattr(attn, "turns", None) is not None:  # RoPE's table (max_len, d/2), this base
             attn.turns = rope_table(len(attn.turns), 2 * attn.turns.shape[-1], base=rope_base,
                                     scaling=rope_scaling)  # and scaling: d = d_k, or MLA's d_R

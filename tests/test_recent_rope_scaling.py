@@ -15,6 +15,7 @@ from helpers.data import _config_fields
 from helpers.decoding import generate
 from helpers.modern import TODAY, DecoderOnly, GroupedQueryAttention, rope, rotations
 from helpers.recent import (
+    RecentBlock,
     RecentConfig,
     RecentDecoder,
     rescale_rope,
@@ -218,6 +219,9 @@ def test_errors():
         RecentConfig(11, rope_base=0.5)
     with pytest.raises(ValueError, match="need position='rope'"):
         RecentConfig(11, position="sinusoidal", rope_scaling=("linear", 2.0, 21))
+    for options in ({"rope_base": 500000.0}, {"rope_scaling": ("linear", 2.0, 21)}):
+        with pytest.raises(ValueError, match="this block's attention has none"):  # not ignored
+            RecentBlock(D, H, 12, np.random.default_rng(0), rope=False, **options)
     with pytest.raises(ValueError, match="a block without RoPE"):
         rescale_rope(DecoderOnly(11, np.random.default_rng(0), **SIZES, **{**TODAY,
                                                                           "position": "none"}))
