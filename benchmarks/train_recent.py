@@ -22,9 +22,10 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-import record_blas  # noqa: E402, F401  (before NumPy: one BLAS thread, the record's kernel)
+import blas_setup  # noqa: E402
 
-# isort: split
+blas_setup.one_thread_record_kernel()  # before NumPy loads
+
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

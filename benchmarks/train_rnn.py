@@ -33,19 +33,9 @@ import sys
 import time
 from pathlib import Path
 
+import blas_setup  # noqa: E402
 
-def _threads(argv) -> str:
-    for i, arg in enumerate(argv):
-        if arg == "--threads" and i + 1 < len(argv):
-            return argv[i + 1]
-        if arg.startswith("--threads="):
-            return arg.split("=", 1)[1]
-    return "1"
-
-
-if os.environ.get("OPENBLAS_NUM_THREADS") != _threads(sys.argv):  # decided before NumPy loads
-    os.environ["OPENBLAS_NUM_THREADS"] = _threads(sys.argv)
-    os.execv(sys.executable, [sys.executable, *sys.argv])
+blas_setup.threads_from_command_line("1")  # before NumPy loads
 
 import numpy as np  # noqa: E402
 

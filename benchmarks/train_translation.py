@@ -25,20 +25,11 @@ test set's translations. --threads N: BLAS threads (default 2). A benchmark that
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
+import blas_setup  # noqa: E402
 
-def _threads(argv) -> str:
-    for i, arg in enumerate(argv):
-        if arg == "--threads" and i + 1 < len(argv):
-            return argv[i + 1]
-    return "2"
-
-
-if os.environ.get("OPENBLAS_NUM_THREADS") != _threads(sys.argv):  # decided before NumPy loads
-    os.environ["OPENBLAS_NUM_THREADS"] = _threads(sys.argv)
-    os.execv(sys.executable, [sys.executable, *sys.argv])
+blas_setup.threads_from_command_line("2")  # before NumPy loads
 
 import json  # noqa: E402
 import time  # noqa: E402
