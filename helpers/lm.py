@@ -146,8 +146,9 @@ def sampler(rng, temperature=1.0, top_k=None):
 
 def write(model, prompt_ids, n, *, pick=None, context=None):
     """Continue prompt_ids (B, T0) by n tokens with generate() (greedy, or `pick`), its KV cache
-    included. A model trained on windows of `context` tokens never saw a later position, so a
-    longer text is written in pieces: each piece starts from the last context // 2 tokens."""
+    included. A model trained on windows of `context` tokens, each read from its first token,
+    is kept to such windows: a longer text is written in pieces, each starting from the last
+    context // 2 tokens."""
     max_len = model.config.max_len
     tokens = prompt_ids = check_ids(prompt_ids, "prompt_ids", model.config.vocab, ndim=2)
     n = check_positive_int(n, "n")  # a prompt longer than max_len is cut below

@@ -187,9 +187,10 @@ def rope(x, start=0, *, inverse=False, table=None):
     same rotation of permuted features). A pair read as the complex number x[2i] + i x[2i+1] is
     rotated by multiplying it with e^(i p w_i), which is how this computes it (as llama does).
     inverse=True rotates by minus the angle: the transpose, which is the backward pass. A query
-    at p and a key at q rotated so meet at the angle p - q: their score depends on where they
-    are only through their distance. table: a model's rotations(max_len, d), whose rows start ..
-    start + T - 1 are used (None: computed for this call). Integers come back as float64;
+    at position m and a key at position n, both rotated so, score as if the key alone were turned
+    by (n - m) w_i in each pair i: where they are matters only through n - m. table: a model's
+    rotations(max_len, d), whose rows start .. start + T - 1 are used (None: computed for this
+    call). Integers come back as float64;
     float16 is turned in float32 (a pair of float16 is no complex number).
     """
     x, start = as_real_array(x, "x"), check_int(start, "start", "(-inf, inf)")

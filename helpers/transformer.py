@@ -225,8 +225,10 @@ def relative_position_matrix(k, d_model):
     cos, sin = np.cos(k * omega), np.sin(k * omega)  # (d_model/2,) each
     even = np.arange(0, d_model, 2)  # row/column of the sin in each pair
     M = np.zeros((d_model, d_model))
-    M[even, even], M[even, even + 1] = cos, -sin  # new sin = sin*cos(kw) + cos*sin(kw)
-    M[even + 1, even], M[even + 1, even + 1] = sin, cos  # new cos = cos*cos(kw) - sin*sin(kw)
+    # out = PE @ M: column 2i is the new sin = sin*cos(kw) + cos*sin(kw), column 2i+1 the new
+    # cos = cos*cos(kw) - sin*sin(kw); row 2i holds the old sin's weights, row 2i+1 the old cos's
+    M[even, even], M[even, even + 1] = cos, -sin  # row 2i: the old sin's weights
+    M[even + 1, even], M[even + 1, even + 1] = sin, cos  # row 2i+1: the old cos's weights
     return M
 
 

@@ -127,7 +127,7 @@ def _k_dot_t(Q, K, V, mask=None):  # K.T: right for one sequence, every axis rev
     return _attend(scores, V)
 
 
-# notebook 01 §1's case to check by hand (3 tokens, d_k = d_v = 2)
+# notebook 01 §6's case to check by hand (3 tokens, d_k = d_v = 2)
 _Q3 = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
 _K3 = np.array([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]])
 _V3 = np.array([[1.0, 0.0], [0.0, 1.0], [5.0, 5.0]])
