@@ -393,9 +393,12 @@ class DecoderOnlyConfig:
                              f"and n_heads a multiple of n_kv_heads={g}")
         if not isinstance(self.position, str) or self.position not in POSITIONS:
             raise ValueError(f"position must be one of {POSITIONS}, got {self.position!r}")
-        if self.position != "none" and (self.d_model // self.n_heads) % 2:
-            raise ValueError(f"{self.position} positions turn pairs of features: d_model / "
-                             f"n_heads = {self.d_model // self.n_heads} must be even")
+        if self.position == "rope" and (self.d_model // self.n_heads) % 2:
+            raise ValueError(f"rope turns pairs of features in every head: the head width "
+                             f"d_model / n_heads = {self.d_model // self.n_heads} must be even")
+        if self.position == "sinusoidal" and self.d_model % 2:
+            raise ValueError(f"sinusoidal positions are (sin, cos) pairs added to the token "
+                             f"vectors: d_model = {self.d_model} must be even")
         for name in ("norm_first", "tie_output", "bias", "embed_scale"):
             keep(name, check_flag(getattr(self, name), name))
         if not self.bias and self.ffn != "swiglu":

@@ -377,8 +377,9 @@ class EncoderBlock(Module):
 
     Post-LN, the paper's order and the default:   x = LN(x + MHA(x));  x = LN(x + FFN(x)).
     Pre-LN (norm_first=True), GPT-2's order (2019):  x = x + MHA(LN(x));  x = x + FFN(LN(x)).
-    dropout: the paper's residual dropout (P_drop = 0.1) on each sub-layer's output before it is
-    added; it acts only in training mode (set_training), so forward is deterministic otherwise.
+    dropout: residual dropout on each sub-layer's output before it is added, default 0.0 (off;
+    the paper's P_drop is 0.1); it acts only in training mode (set_training), so forward is
+    deterministic otherwise.
     """
 
     own_cache = False  # its parts keep what backward needs

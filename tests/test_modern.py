@@ -439,6 +439,19 @@ def test_decoder_only_config_refuses_bad_settings():
         model.forward(np.zeros((1, 41), dtype=int))
 
 
+def test_sinusoidal_positions_need_an_even_d_model_not_an_even_head_width():
+    """Added sinusoids pair the d_model features of the token vectors; only RoPE turns pairs
+    inside a head. So 2017's recipe with 4 heads of width 3 is valid, and d_model 15 is not."""
+    model = DecoderOnlyConfig(11, d_model=12, n_heads=4, **PAPER_2017).build(
+        np.random.default_rng(0))
+    assert np.isfinite(model.forward(np.zeros((1, 5), dtype=int))).all()
+    with pytest.raises(ValueError, match="d_model = 15 must be even"):
+        DecoderOnlyConfig(11, d_model=15, n_heads=3, **PAPER_2017)
+    with pytest.raises(ValueError, match="head width d_model / n_heads = 3 must be even"):
+        DecoderOnlyConfig(11, d_model=12, n_heads=4, position="rope")
+    DecoderOnlyConfig(11, d_model=15, n_heads=3, position="none")  # nothing is paired
+
+
 def test_stack_of_pre_norm_modern_blocks_ends_with_an_rms_norm(rng):
     model = small_model(TODAY)
     assert isinstance(model.decoder.norm, RMSNorm)

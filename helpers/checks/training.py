@@ -456,7 +456,7 @@ GRADIENT_ERROR = Exercise(
 
 # ── 07.6 · RMSNorm backward (a transfer: 07.2's rule carried to another norm) ─────────────────
 
-_RMS = _LN + " (and Going further · LayerNorm's backward, derived)"  # the rule 07.6 carries over
+_RMS = _LN + " (its derivation and pitfall)"  # the rule 07.6 carries over
 
 
 def _rms_norm_backward(d_out, x, gamma, eps=1e-5):
