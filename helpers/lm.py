@@ -293,8 +293,9 @@ NANOGPT_CPU = Recipe()
 
 def train_lm(model, train_ids, val_ids, recipe, *, seed=0, callback=None):
     """Train `model` (a DecoderOnly) to predict the next character of train_ids with `recipe`;
-    every recipe.eval_every steps history["val"] and history["train"] get nanoGPT's 20-batch
-    estimates, and history["eval_seconds"] the time they took. Batches and estimates draw from
+    every recipe.eval_every steps history["val"] and history["train"] get 20-batch estimates
+    (nanoGPT's method, as its README's CPU command runs it: --eval_iters=20), and
+    history["eval_seconds"] the time they took. Batches and estimates draw from
     generators seeded with `seed`. Returns history (train()'s, with "seconds": the wall time
     of the training steps alone, without the estimates and the callback)."""
     if not isinstance(recipe, Recipe):

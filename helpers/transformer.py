@@ -376,7 +376,8 @@ class EncoderBlock(Module):
     residual connection and a LayerNorm.
 
     Post-LN, the paper's order and the default:   x = LN(x + MHA(x));  x = LN(x + FFN(x)).
-    Pre-LN (norm_first=True), GPT-2's order (2019):  x = x + MHA(LN(x));  x = x + FFN(LN(x)).
+    Pre-LN (norm_first=True; the order GPT-2, 2019, and most later models use):
+                                                  x = x + MHA(LN(x));  x = x + FFN(LN(x)).
     dropout: residual dropout on each sub-layer's output before it is added, default 0.0 (off;
     the paper's P_drop is 0.1); it acts only in training mode (set_training), so forward is
     deterministic otherwise.

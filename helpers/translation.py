@@ -405,7 +405,7 @@ def bleu(hypotheses, references, max_n=4):
     at most as often as the reference has it), summed over the whole corpus first, times the
     brevity penalty exp(1 - r / c) when the c hypothesis words are fewer than the r reference
     words. Sentences are split into words by `words` (13a). A precision of 0 gives 0 (sacrebleu
-    then smooths to a tiny positive score instead)."""
+    then smooths it to a positive score instead)."""
     if isinstance(hypotheses, str) or isinstance(references, str) \
             or len(hypotheses) != len(references) or not len(hypotheses):
         raise ValueError("hypotheses and references must be lists of sentences of one length, "
