@@ -144,6 +144,21 @@ def sampler(rng, temperature=1.0, top_k=None):
     return pick
 
 
+def write_pieces(prompt_len, n, context):
+    """The pieces in which write() continues a prompt of prompt_len tokens by n tokens, windows of
+    at most `context`: a list of (keep, steps), each piece starting from the last `keep` tokens
+    (context // 2, or all if fewer) and adding `steps` new ones."""
+    length = check_positive_int(prompt_len, "prompt_len")
+    end, pieces = length + check_positive_int(n, "n"), []
+    context = check_int(context, "context", "[2, inf)")
+    while length < end:
+        keep = min(length, context // 2)
+        steps = min(end - length, context - keep)
+        pieces.append((keep, steps))
+        length += steps
+    return pieces
+
+
 def write(model, prompt_ids, n, *, pick=None, context=None):
     """Continue prompt_ids (B, T0) by n tokens with generate() (greedy, or `pick`), its KV cache
     included. A model trained on windows of `context` tokens, each read from its first token,
@@ -153,11 +168,9 @@ def write(model, prompt_ids, n, *, pick=None, context=None):
     tokens = prompt_ids = check_ids(prompt_ids, "prompt_ids", model.config.vocab, ndim=2)
     n = check_positive_int(n, "n")  # a prompt longer than max_len is cut below
     context = max_len if context is None else check_int(context, "context", f"[2, {max_len}]")
-    while tokens.shape[1] - prompt_ids.shape[1] < n:
-        keep = tokens[:, -(context // 2):] if tokens.shape[1] > context // 2 else tokens
-        steps = min(n - (tokens.shape[1] - prompt_ids.shape[1]), context - keep.shape[1])
-        out, _ = generate(model, keep, steps, pick=pick)
-        tokens = np.concatenate([tokens, out[:, keep.shape[1]:]], axis=1)
+    for keep, steps in write_pieces(prompt_ids.shape[1], n, context):
+        out, _ = generate(model, tokens[:, -keep:], steps, pick=pick)
+        tokens = np.concatenate([tokens, out[:, keep:]], axis=1)
     return tokens
 
 

@@ -160,6 +160,17 @@ def train_reverse(seed, *, norm_first=False, warmup=100, factor=0.5, ramp=True, 
     return model, history, task
 
 
+def trained_sequences(seed, steps=600, batch_size=128):
+    """The sources train_reverse(seed, steps=steps) trains on, drawn again: the same generator
+    (seed + 1), the same batches in the same order, the held-out sequences excluded. Without
+    dropout (the default) the batches are all that generator draws. Returns (src, lengths),
+    (steps * batch_size, MAX_LEN) and (steps * batch_size,); the last batch_size rows are the
+    last step's batch."""
+    rng, exclude = np.random.default_rng(seed + 1), reverse_task()["exclude"]
+    drawn = [sample_sequences(rng, batch_size, exclude=exclude) for _ in range(steps)]
+    return np.concatenate([src for src, _ in drawn]), np.concatenate([n for _, n in drawn])
+
+
 def anti_diagonal_mass(weights, length):
     """The share of attention on the anti-diagonal: target position i reading source L-1-i.
 

@@ -25,6 +25,7 @@ from helpers.reversal import (
     reverse_task,
     sample_sequences,
     train_reverse,
+    trained_sequences,
 )
 from helpers.training import (
     Adam,
@@ -403,6 +404,25 @@ def test_stored_warmup_runs_start_as_train_reverse_computes():
     _, history, _ = train_reverse(1, norm_first=True, ramp=False, budget=10, eval_every=None)
     stored = record["warmup"][1]["runs"]["Pre-LN, no warm-up"]["loss"][:10]
     np.testing.assert_allclose(history["loss"], stored, rtol=1e-3)  # stored to 5 digits
+
+
+def test_trained_sequences_are_the_committed_models_batches():
+    # notebook 07 draws its test set outside these sequences; step 600's rate is 0, so the
+    # committed weights are those step 600 saw: on the last batch they give its logged loss
+    model, info = load_reverse_model()
+    steps = info["training"]["steps"]
+    src, lengths = trained_sequences(0, steps)
+    assert src.shape == (steps * 128, MAX_LEN) and lengths.shape == (steps * 128,)
+    assert not {row.tobytes() for row in src} & reverse_task()["exclude"]
+    assert lrate_linear_decay(steps, 32, 100, steps, 0.5) == 0
+    batch, lens = src[-128:], lengths[-128:]
+    tgt_in, tgt_out = make_targets(batch, lens)
+    loss, d_logits = cross_entropy(model.forward(batch, tgt_in), tgt_out, label_smoothing=0.1,
+                                   ignore_id=PAD)
+    _, norm = clip_by_global_norm(model.backward(d_logits)[1], 2.0)
+    logged = load_runs()["recipes"]["ours"]["runs"][0]  # data/reverse_runs.json, seed 0
+    assert abs(loss - logged["loss"][-1]) < 1e-5
+    assert abs(norm / logged["grad_norm"][-1] - 1) < 3e-3
 
 
 def test_loader_refuses_a_corrupted_file(tmp_path):
