@@ -161,14 +161,15 @@ def train_reverse(seed, *, norm_first=False, warmup=100, factor=0.5, ramp=True, 
 
 
 def trained_sequences(seed, steps=600, batch_size=128):
-    """The sources train_reverse(seed, steps=steps) trains on, drawn again: the same generator
-    (seed + 1), the same batches in the same order, the held-out sequences excluded. Without
-    dropout (the default) the batches are all that generator draws. Returns (src, lengths),
+    """The sources train_reverse(seed, steps=steps) trains on, drawn again by the same
+    reverse_batches from the same generator (seed + 1), step 1's batch first. Without dropout
+    (the default) the batches are all that generator draws. Returns (src, lengths),
     (steps * batch_size, MAX_LEN) and (steps * batch_size,); the last batch_size rows are the
     last step's batch."""
-    rng, exclude = np.random.default_rng(seed + 1), reverse_task()["exclude"]
-    drawn = [sample_sequences(rng, batch_size, exclude=exclude) for _ in range(steps)]
-    return np.concatenate([src for src, _ in drawn]), np.concatenate([n for _, n in drawn])
+    batches = reverse_batches(np.random.default_rng(seed + 1), batch_size,
+                              exclude=reverse_task()["exclude"])
+    src = np.concatenate([batches(step)[0][0] for step in range(1, steps + 1)])
+    return src, (src != PAD).sum(axis=-1)
 
 
 def anti_diagonal_mass(weights, length):
