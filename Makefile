@@ -1,5 +1,6 @@
 # Two commands for a fresh machine with Python 3.10+:
-#   make lab    set up .venv (once) and open the series in JupyterLab
+#   make lab    set up .venv (once) and open the series in JupyterLab (中文版: make lab EDITION=zh,
+#               or any LANG=zh_*)
 #   make test   set up .venv (once) and run the whole test suite (unit tests + nbval)
 # and, for the real-browser suite (needs Debian's chromium, see tests/e2e/README.md):
 #   make e2e    add Playwright to .venv (once) and run every notebook in JupyterLab in Chromium
@@ -35,7 +36,7 @@ unexport MPLBACKEND
 .DEFAULT_GOAL := help
 
 help:
-	@echo "make lab        set up .venv and open JupyterLab on notebooks/"
+	@echo "make lab        set up .venv and open JupyterLab on notebooks/ (EDITION=zh: notebooks/zh/)"
 	@echo "make test       set up .venv and run unit tests + nbval over every notebook"
 	@echo "make e2e        run every notebook in JupyterLab in headless Chromium (tests/e2e)"
 	@echo "make notebooks  re-execute every notebook in place (restart and run all)"
@@ -59,10 +60,14 @@ $(E2E_STAMP): $(STAMP) requirements-e2e.txt
 
 # Jupyter refuses to start as root unless told to, and Docker images and many class servers run
 # as root: there, say so and pass --allow-root.
+# The edition `make lab` opens: the Chinese one (notebooks/zh/, 中文版) where LANG says Chinese
+# (zh_CN.UTF-8, zh_TW.UTF-8, ...) or with `make lab EDITION=zh`; `EDITION=en` opens the English.
+EDITION ?= $(if $(filter zh%,$(LANG)),zh,en)
+LAB_DIR := $(if $(filter zh,$(EDITION)),notebooks/zh/,notebooks/)
 lab: $(STAMP) $(LAB_OVERRIDES)
 	@if [ "$$(id -u)" = 0 ]; then echo "make lab: running as root (as Docker images and many" \
 	  "class servers do); JupyterLab starts as root only with --allow-root, so it gets it"; fi
-	$(BIN)/jupyter lab notebooks/ $$([ "$$(id -u)" = 0 ] && echo --allow-root) $(LAB_ARGS)
+	$(BIN)/jupyter lab $(LAB_DIR) $$([ "$$(id -u)" = 0 ] && echo --allow-root) $(LAB_ARGS)
 
 # One pytest worker per logical CPU, at most 4; a notebook's cells, and a test file with a
 # module-scoped fixture, stay together in one worker, every other test is spread on its own

@@ -96,9 +96,10 @@ def test_the_reference_passes_and_every_mistake_model_is_told_apart(key):
 
 
 @functools.cache  # one read of each notebook for all the references that name it
-def headings(number):
-    """(section number, heading text) for every heading of notebook `number`, LaTeX made plain."""
-    path = next((ROOT / "notebooks").glob(f"{number}_*.ipynb"))
+def headings(number, edition="notebooks"):
+    """(section number, heading text) for every heading of notebook `number`, LaTeX made plain
+    (edition "notebooks/zh": of its Chinese twin)."""
+    path = next((ROOT / edition).glob(f"{number}_*.ipynb"))
     section, out = None, []
     for cell in load(path)["cells"]:
         if cell["cell_type"] != "markdown":
@@ -108,7 +109,7 @@ def headings(number):
             if not match:
                 continue
             text = match.group(2)
-            numbered = re.match(r"(\d+) · (.*)", text)
+            numbered = re.match(r"(\d+) · (.*)", text)  # "## 4 · Why divide by √d_k"
             if match.group(1) == "##":
                 section = numbered.group(1) if numbered else None
             plain = re.sub(r"\\sqrt\{([^}]*)\}", r"√\1", numbered.group(2) if numbered else text)

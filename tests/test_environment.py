@@ -51,6 +51,10 @@ def conda_pins(path: Path) -> tuple[str, dict[str, str]]:
     pins, python = {}, ""
     text = path.read_text(encoding="utf-8")
     for raw in text.split("\ndependencies:", 1)[1].splitlines():
+        pip = re.match(r"^      - ([A-Za-z0-9_.\-]+)==([^\s#]+)\s*$", raw)  # under "pip:"
+        if pip:
+            pins[pip.group(1).lower()] = pip.group(2)
+            continue
         m = re.match(r"^  - ([A-Za-z0-9_.\-]+)(?:=([^\s#]+))?\s*$", raw)
         if not m:
             continue

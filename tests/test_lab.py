@@ -127,3 +127,18 @@ def test_make_lab_starts_as_a_normal_user(tmp_path):
     proc, base, token = start_lab(home, user=user)
     output = check_running_lab(proc, base, token)
     assert "make lab: running as root" not in output, output[-2000:]
+
+
+@pytest.mark.parametrize("lang, edition, opens", [
+    ("C.UTF-8", None, "notebooks/"), ("en_GB.UTF-8", None, "notebooks/"),
+    ("zh_CN.UTF-8", None, "notebooks/zh/"), ("zh_TW.UTF-8", None, "notebooks/zh/"),
+    ("C.UTF-8", "zh", "notebooks/zh/"), ("zh_CN.UTF-8", "en", "notebooks/")])
+def test_make_lab_opens_the_edition_lang_or_edition_asks_for(lang, edition, opens):
+    """`make lab` opens notebooks/zh/ (中文版) where LANG is Chinese or EDITION=zh is given."""
+    cmd = ["make", "--no-print-directory", "-n", "lab"] + ([f"EDITION={edition}"] if edition else [])
+    env = {**os.environ, "LANG": lang}
+    env.pop("EDITION", None)
+    out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, check=True).stdout
+    line = next(ln for ln in out.splitlines() if "jupyter lab" in ln)
+    assert line.split("jupyter lab ", 1)[1].split()[0] == opens
+    assert (ROOT / opens).is_dir()

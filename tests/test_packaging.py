@@ -76,6 +76,7 @@ def installed(tmp_path_factory):
 def test_the_wheel_holds_every_helpers_module_and_each_imports(installed):
     python, site, cwd = installed
     assert (site / "helpers" / "checks" / "__init__.py").exists()
+    assert (site / "helpers" / "zh.json").read_bytes() == (ROOT / "helpers" / "zh.json").read_bytes()
     assert {p.relative_to(site).as_posix() for p in (site / "helpers").rglob("*.py")} == {
         p.relative_to(ROOT).as_posix() for p in (ROOT / "helpers").rglob("*.py")}
     code = ("import importlib, json, sys\n"

@@ -301,6 +301,7 @@ def test_checker_reports_code_in_a_saved_cell(tiny):
 # ── the layout of helpers/ ───────────────────────────────────────────────────────────────────
 
 LAYERS = {  # a module may import only modules of a lower layer (README, "Layout")
+    "helpers.language": -2, "helpers.checks.sentences": -1,
     "helpers.module": 0, "helpers.validation": 0, "helpers.report": 0, "helpers.plots": 0,
     "helpers.diagrams": 0,
     "helpers.transformer": 1, "helpers.mask_formats": 1,

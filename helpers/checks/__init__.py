@@ -119,6 +119,7 @@ from helpers.checks.positions import EXERCISES as EXERCISES_03
 from helpers.checks.training import EXERCISES as EXERCISES_07
 from helpers.checks.translation import EXERCISES as EXERCISES_11
 from helpers.checks.wire import decode
+from helpers.language import LANGUAGES, tr, use_language
 
 __all__ = ["CATALOGUE", "Case", "Exercise", "Mistake", "Result", "check", "exercise", "grade",
            "library", "mistakes", "run", "same"]
@@ -220,8 +221,8 @@ def _noted(result: Result, failing: list[Exercise]) -> Result:
     if result.status in _NOT_FAILING or not failing:
         return result
     names = [f"{other.name} ({other.key})" for other in failing]
-    note = (f"\n  Note: this function calls your {' and '.join(names)}, which "
-            f"{'does' if len(names) == 1 else 'do'} not pass yet: fix that first.")
+    note = tr("\n  Note: this function calls your {names}, which {does} not pass yet: fix that "
+              "first.", names=tr(" and ").join(names), does="does" if len(names) == 1 else "do")
     return dataclasses.replace(result, message=result.message + note)
 
 
@@ -273,7 +274,7 @@ def _wanted(path: Path, keys: list[str], notebook) -> list[str] | None:
 
 
 def _ended(status: int) -> str:
-    text = f"the process ended with status {status}"
+    text = tr("the process ended with status {status}", status=status)
     with contextlib.suppress(ValueError):
         text += f" ({signal.Signals(-status).name})" if status < 0 else ""
     return text
@@ -312,20 +313,22 @@ class Graded:
         had a problem: there it may say why; else it is the notebooks' own prints, which a
         teacher reading thirty files need not scroll past. It is indented, so that no line of it
         passes for a verdict."""
-        lines = [f"note: {note}" for note in self.notes]
+        lines = [tr("note: {note}", note=note) for note in self.notes]
         if self.output and (self.notes or any(r.status in ("did not finish", "error")
                                               for r in self.results)):
-            lines.append(f"output of {self.path.name} while it was graded (stdout and stderr):")
+            lines.append(tr("output of {file} while it was graded (stdout and stderr):",
+                            file=self.path.name))
             lines += ["  | " + line for line in self.output.splitlines()]
         return lines
 
     def report(self) -> str:
         """What the command line prints for the file."""
         lines = [r.message for r in self.results] or [
-            f"✗ {self.path.name}: defines no function of any exercise"]
+            f"✗ {self.path.name}: " + tr("defines no function of any exercise")]
         passed = sum(r.status == "passed" for r in self.results)
         lines += [*self.extras(),
-                  f"-- {self.path.name}: {passed} of {len(self.results)} exercises passed"]
+                  f"-- {self.path.name}: " + tr("{n} of {total} exercises passed", n=passed,
+                                                 total=len(self.results))]
         return "\n".join(lines)
 
     def __bool__(self):
@@ -374,21 +377,24 @@ class _Grading:
         for key in self.left():  # not reached: the file's time ran out, or no child got there
             self.answers[key] = Answer(ended="did not finish", said=self.stopped)
         if self.wanted is None and self.stopped:  # not even which functions it has
-            self.note(f"nothing graded: {self.stopped}", True)
+            self.note(tr("nothing graded: {why}", why=self.stopped), True)
         if malformed:
-            self.note(f"{malformed} malformed message(s) from the grading child ignored", True)
+            self.note(tr("{n} malformed message(s) from the grading child ignored", n=malformed),
+                      True)
         if self.unnoted:
-            self.note(f"… and {self.unnoted:,} more notes", True)
+            self.note(tr("… and {n} more notes", n=f"{self.unnoted:,}"), True)
         results = []
         for key in self.wanted or ():
             ex, got = CATALOGUE[key], self.answers[key]
             if got.ended == "missing":
                 result = Result(key, ex.name, "missing",
-                                f"✗ {key} {ex.name}: {self.path.name} defines no {ex.name}.")
+                                f"✗ {key} {ex.name}: " + tr("{file} defines no {name}.",
+                                                            file=self.path.name, name=ex.name))
             elif got.ended == "imported":
                 result = Result(key, ex.name, "missing",
-                                f"✗ {key} {ex.name}: {self.path.name} imports {ex.name} from "
-                                f"{got.said} instead of writing it.")
+                                f"✗ {key} {ex.name}: " + tr(
+                                    "{file} imports {name} from {module} instead of writing it.",
+                                    file=self.path.name, name=ex.name, module=got.said))
             else:
                 result = verdict(ex, got)
             read = names_read_in_source(self.cells, ex.name)  # what it can call
@@ -425,27 +431,30 @@ class _Grading:
             else:
                 child.malformed += 1
         if child.killed and time.monotonic() >= self.end:
-            self.stopped = f"the file's limit of {self.file_limit:g} s ran out"
+            self.stopped = tr("the file's limit of {seconds} s ran out",
+                              seconds=f"{self.file_limit:g}")
             return False
         if where == "finished":
-            self.stopped = "no answer came back"
+            self.stopped = tr("no answer came back")
             return False
         if child.killed:
             seconds = limit if where and where[0] == "exercise" else cell_limit
-            reason = f"ran past the limit of {seconds:g} s and was stopped"
+            reason = tr("ran past the limit of {seconds} s and was stopped",
+                        seconds=f"{seconds:g}")
         else:
             reason = _ended(child.status)
         self.stopped = reason
         if where and where[0] == "cell" and where[1] not in self.skip:
             self.skip.add(where[1])
-            name = f"{self.path.name}, cell {where[1]}" if len(self.cells) > 1 else self.path.name
-            self.note(f"{name}: {reason}; graded without it")
+            name = (tr("{file}, cell {k}", file=self.path.name, k=where[1]) if len(self.cells) > 1
+                    else self.path.name)
+            self.note(tr("{where}: {why}; graded without it", where=name, why=reason))
             return True
         if where and where[0] == "exercise":
             self.answers[where[1]] = Answer(ended="did not finish", said=reason)
             return True
         if not progress:
-            self.note(f"the grading child stopped: {reason}")
+            self.note(tr("the grading child stopped: {why}", why=reason))
         return progress
 
 
@@ -509,18 +518,22 @@ def main(argv=None) -> int:
                         help=f"per exercise (default {LIMIT_SECONDS})")
     parser.add_argument("--cell-limit", type=_seconds, default=CELL_SECONDS, metavar="SECONDS",
                         help=f"per cell of the learner's file (default {CELL_SECONDS})")
+    parser.add_argument("--lang", choices=LANGUAGES, default="en",
+                        help="the language of the report: en (English) or zh (Chinese)")
     parser.add_argument("--file-limit", type=_seconds, default=FILE_SECONDS, metavar="SECONDS",
                         help=f"per file, all its exercises (default {FILE_SECONDS})")
     args = parser.parse_args(argv)
+    use_language(args.lang)
     try:
         _notebook_number(args.notebook)
     except ValueError as error:  # an unknown --notebook: nothing can be graded
         parser.error(str(error))
     shadowed = _imported_from_here(args.files)
     if shadowed:
-        print(f"✗ refused: the grader imported {', '.join(shadowed[:3])} from the current folder, "
-              "which holds files to grade: a learner's code may have run inside the grader. Run "
-              "it from another folder (cd ..; python -m helpers.checks <folder>/<file>).")
+        print("✗ " + tr("refused: the grader imported {modules} from the current folder, which "
+                        "holds files to grade: a learner's code may have run inside the grader. "
+                        "Run it from another folder (cd ..; python -m helpers.checks "
+                        "<folder>/<file>).", modules=", ".join(shadowed[:3])))
         return 2
     failed = 0
     with forks():  # one zygote forks the children of every file
@@ -530,7 +543,8 @@ def main(argv=None) -> int:
                 graded = _grade(path, args.notebook, limit=args.limit,
                                 cell_limit=args.cell_limit, file_limit=args.file_limit)
             except Exception as error:  # an unreadable file fails, the others are still graded
-                print(f"✗ {path}: cannot be graded: {type(error).__name__}: {error}")
+                print(f"✗ {path}: " + tr("cannot be graded: {error}",
+                                         error=f"{type(error).__name__}: {error}"))
                 failed += 1
                 continue
             print(graded.report(), flush=True)

@@ -46,6 +46,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from helpers.checks.sentences import _which_pass, header, see, short, which_cases  # noqa: F401
+from helpers.language import tr
+
 __all__ = ["Answer", "Case", "Exercise", "Mistake", "Result", "answer", "names_read",
            "names_read_in_source", "run", "same", "time_limit", "verdict"]
 
@@ -266,10 +269,10 @@ def _describe(x):
     if x is None:
         return "None"
     if isinstance(x, (tuple, list)):
-        return f"a {type(x).__name__} of {len(x)} values"
+        return tr("a {kind} of {n} values", kind=type(x).__name__, n=len(x))
     if isinstance(x, np.ndarray):
-        return f"one array of shape {x.shape}"
-    return f"a {type(x).__name__}"
+        return tr("one array of shape {shape}", shape=x.shape)
+    return tr("a {kind}", kind=type(x).__name__)
 
 
 def _first_difference(expected, got, names, rtol, atol):
@@ -282,7 +285,8 @@ def _differences(expected, got, names, rtol, atol):
     (at least one entry: the whole result when no part differs on its own)."""
     if len(names) > 1 and isinstance(expected, tuple) and not (
             isinstance(got, (tuple, list)) and len(got) == len(names)):
-        return [("result", "", f"a tuple of {len(names)} ({', '.join(names)})", _describe(got))]
+        return [("result", "", tr("a tuple of {n} ({names})", n=len(names), names=", ".join(names)),
+                 _describe(got))]
     found = [d for (name, e), (_, g) in zip(_parts(expected, names), _parts(got, names))
              if (d := _part_difference(name, e, g, rtol, atol)) is not None]
     return found or [(names[0] if names else "result", "", _show(expected), _show(got))]
@@ -297,7 +301,7 @@ def _part_difference(name, e, g, rtol, atol):
             return dict(list({k: v for k, v in a.items()
                               if k not in b or not same(v, b[k], rtol, atol)}.items())[:3])
         e_only, g_only = only(e, g), only(g, e)
-        return (name, " (the entries that differ)", _show(e_only) if e_only else "{}",
+        return (name, tr(" (the entries that differ)"), _show(e_only) if e_only else "{}",
                 _show(g_only) if g_only else "{}")
     if isinstance(e, list) and all(isinstance(v, tuple) for v in e) and _plain(e) \
             and _plain(g):  # records, such as 11.2's finished [(origin, log P, score)]
@@ -310,22 +314,25 @@ def _part_difference(name, e, g, rtol, atol):
         return name, "", _show(e), _show(g)
     if e_arr.shape != g_arr.shape:
         if e_arr.ndim <= 1 and g_arr.ndim <= 1 and max(e_arr.size, g_arr.size) <= 24:
-            return (name, "", f"{_show(e_arr)} (shape {e_arr.shape})",
-                    f"{_show(g_arr)} (shape {g_arr.shape})")
-        return name, "", f"shape {e_arr.shape}", f"shape {g_arr.shape}"
+            return (name, "", tr("{value} (shape {shape})", value=_show(e_arr), shape=e_arr.shape),
+                    tr("{value} (shape {shape})", value=_show(g_arr), shape=g_arr.shape))
+        return (name, "", tr("shape {shape}", shape=e_arr.shape),
+                tr("shape {shape}", shape=g_arr.shape))
     if e_arr.dtype != g_arr.dtype and "b" in (e_arr.dtype.kind, g_arr.dtype.kind):
         if np.array_equal(e_arr.astype(float), g_arr.astype(float)):
-            return name, "", f"dtype {e_arr.dtype}", f"dtype {g_arr.dtype} (the same values)"
+            return name, "", f"dtype {e_arr.dtype}", tr("dtype {dtype} (the same values)",
+                                                        dtype=g_arr.dtype)
     if e_arr.dtype != g_arr.dtype and _low_precision(e_arr):
         if np.allclose(e_arr, g_arr, rtol=RTOL_32, atol=ATOL_32, equal_nan=True):
-            return name, "", f"dtype {e_arr.dtype}", f"dtype {g_arr.dtype} (the same values)"
+            return name, "", f"dtype {e_arr.dtype}", tr("dtype {dtype} (the same values)",
+                                                        dtype=g_arr.dtype)
     if e_arr.ndim >= 2:
         with np.errstate(all="ignore"):
             bad = ~np.isclose(e_arr.astype(float), g_arr.astype(float), rtol=rtol, atol=atol,
                               equal_nan=True)
         idx = tuple(int(i) for i in np.argwhere(bad)[0][:-1])  # the first row that differs
         where = f"[{', '.join(map(str, idx))}]"
-        dtype = f" (dtype {g_arr.dtype})" if e_arr.dtype != g_arr.dtype else ""
+        dtype = f" (dtype {g_arr.dtype})" if e_arr.dtype != g_arr.dtype else ""  # no words
         return name, where, _show(e_arr[idx]), _show(g_arr[idx]) + dtype
     return name, "", _show(e), _show(g)
 
@@ -373,7 +380,8 @@ def time_limit(seconds=None):
         return
 
     def stop(signum, frame):
-        raise TimeLimit(f"ran past the limit of {seconds:g} s and was stopped")
+        raise TimeLimit(tr("ran past the limit of {seconds} s and was stopped",
+                           seconds=f"{seconds:g}"))
 
     outer_left, _ = signal.getitimer(signal.ITIMER_REAL)  # a limit around this one (grading)
     start = time.monotonic()
@@ -417,105 +425,6 @@ def _raises_like(mistake, ex, got):
     return error is not None and f"{type(error).__name__}: {error}" == got.said
 
 
-_ABSENT = object()  # a parameter a case leaves at its default
-
-
-def _named_arguments(ex, case):
-    """{parameter: value} of one case's call, named as the reference names its parameters
-    ("argument k" where it cannot tell); _ABSENT for a parameter left at its default."""
-    args, kwargs = case.arguments()
-    try:
-        params = [p for p in inspect.signature(ex.reference).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    except (TypeError, ValueError):
-        params = []
-    named = {(params[k].name if k < len(params) else f"argument {k + 1}"): value
-             for k, value in enumerate(args)}
-    named.update(kwargs)
-    return {**{p.name: _ABSENT for p in params}, **named}
-
-
-def _traits(ex):
-    """[(what, [its value on each case])]: traits of the cases' arguments that a message can
-    name, in the order a message prefers them: an argument None or given, its number of axes,
-    its dtype; then whether the case is done by hand."""
-    named = [_named_arguments(ex, case) for case in ex.cases]
-    names = list(dict.fromkeys(name for each in named for name in each))
-    found = []
-    for name in names:
-        values = [each.get(name, _ABSENT) for each in named]
-        found.append(((name, "state"), ["left at its default" if v is _ABSENT else
-                                        "None" if v is None else "given" for v in values]))
-    for kind in ("axes", "dtype"):
-        for name in names:
-            values = [each.get(name, _ABSENT) for each in named]
-            if all(isinstance(v, np.ndarray) for v in values):
-                found.append(((name, kind), [v.ndim if kind == "axes" else str(v.dtype)
-                                             for v in values]))
-    found.append((("", "hand"), ["by hand" in case.label for case in ex.cases]))
-    return found
-
-
-def _either(values, last="or"):
-    values = [str(v) for v in values]
-    return values[0] if len(values) == 1 else f"{', '.join(values[:-1])} {last} {values[-1]}"
-
-
-def _which_pass(ex, passed):
-    """One sentence naming a trait of the arguments that the passing cases have and the failing
-    ones do not ("The cases where x has 2 axes pass; those where it has 3 fail."), or ""."""
-    def words(kind, values):
-        values = sorted(set(values), key=str)
-        if kind == "axes":
-            return f"has {_either(values)} ax{'is' if values == [1] else 'es'}"
-        if kind == "dtype":
-            return f"is {_either(values)}"
-        return _either([f"is {v}" for v in values])
-
-    n_pass, n_fail = sum(passed), len(passed) - sum(passed)
-    for (name, kind), values in _traits(ex):
-        good = {v for v, ok in zip(values, passed) if ok}
-        bad = {v for v, ok in zip(values, passed) if not ok}
-        if good & bad or not good or not bad:
-            continue
-        these = "The case" if n_pass == 1 else "The cases"
-        those = "the one" if n_fail == 1 else "those"
-        passes, fails = ("passes" if n_pass == 1 else "pass"), ("fails" if n_fail == 1 else "fail")
-        if kind == "hand":
-            hand = "done by hand" if True in good else "not done by hand"
-            return f"{these} {hand} {passes}; the other{'' if n_fail == 1 else 's'} {fails}."
-        return (f"{these} where {name} {words(kind, good)} {passes}; {those} where it "
-                f"{words(kind, bad)} {fails}.")
-    return ""
-
-
-def _short(text, width=76):
-    """text cut at a word before `width` characters, with an ellipsis."""
-    if len(text) <= width:
-        return text
-    return text[:text.rfind(" ", 0, width - 1)].rstrip(",;:") + " …"
-
-
-def _which_cases(ex, wrong):
-    """The lines that say which cases pass and which fail (none when every case fails)."""
-    passed = [i not in wrong for i in range(len(ex.cases))]
-    if all(passed) or not any(passed):
-        return ""
-    sentence = _which_pass(ex, passed) or (f"It passes {sum(passed)} of the {len(passed)} "
-                                           "cases:")
-    lines = [f"  {sentence.rstrip('.') + ':' if sentence.endswith('.') else sentence}"]
-    lines += [f"    {'✓' if ok else '✗'} {k}. {_short(case.label)}"
-              for k, (case, ok) in enumerate(zip(ex.cases, passed), 1)]
-    return "\n".join(lines) + "\n"
-
-
-def _header(ex, mark):
-    return f"{mark} {ex.key} {ex.name}"
-
-
-def _see(section):
-    return f"See {section}" + ("" if section[-1] in ".?!" else ".")
-
 
 def _learner_line(error, ex, case):
     """Where the learner's code raised: their own innermost line, not NumPy's or the checker's."""
@@ -525,7 +434,8 @@ def _learner_line(error, ex, case):
               if not f.filename.startswith(skip)]
     if frames:
         f = frames[-1]
-        return f"line {f.lineno} of {os.path.basename(f.filename)}: {f.line or ''}".rstrip()
+        return tr("line {n} of {file}: {line}", n=f.lineno, file=os.path.basename(f.filename),
+                  line=f.line or "").rstrip()
     args, kwargs = case.arguments()
     try:
         params = list(inspect.signature(ex.reference).parameters)
@@ -533,8 +443,8 @@ def _learner_line(error, ex, case):
         params = []
     called = [*(params[k] if k < len(params) else "…" for k in range(len(args))),
               *(f"{k}=…" for k in kwargs)]
-    return (f"the call itself: the checker calls {ex.name}({', '.join(called)}); "
-            "do your function's parameters match?")
+    return tr("the call itself: the checker calls {call}; do your function's parameters match?",
+              call=f"{ex.name}({', '.join(called)})")
 
 
 @dataclass(frozen=True)
@@ -618,51 +528,54 @@ def answer(ex: Exercise, fn, library: dict | None = None) -> Answer:
 def verdict(ex: Exercise, got: Answer) -> Result:
     """The Result of the learner's answer: compared with the reference and the mistakes' models,
     which run here, never in the learner's process."""
-    header = _header(ex, "✗")
+    head = header(ex, "✗")
     case = ex.cases[min(len(got.outputs), len(ex.cases) - 1)]  # where it stopped
+    label = tr(case.label)
     if got.ended == "not a function":
-        return Result(ex.key, ex.name, "wrong", f"{header}: expected a function, got {got.said}.")
+        return Result(ex.key, ex.name, "wrong",
+                      head + tr(": expected a function, got {said}.", said=got.said))
     if got.ended == "not implemented":
         said = f" ({got.said})" if got.said else ""
-        return Result(ex.key, ex.name, "not implemented",
-                      f"{_header(ex, '…')}: not implemented yet{said}. Write it in the cell "
-                      "above, run that cell, then run this one again.")
+        return Result(ex.key, ex.name, "not implemented", header(ex, "…") + tr(
+            ": not implemented yet{said}. Write it in the cell above, run that cell, then run "
+            "this one again.", said=said))
     if got.ended == "error":
         matches = [m for m in ex.mistakes if _raises_like(m, ex, got)]
         if len(matches) == 1:
             m = matches[0]
-            expected = _parts(_result(ex.reference, case), ex.outputs)[0]
-            return Result(ex.key, ex.name, "mistake",
-                          f"{header}: {m.says}\n  case: {case.label}\n"
-                          f"  expected {expected[0]}: {_show(expected[1])}\n"
-                          f"  got      {expected[0]}: raised {got.said}\n  at: {got.line}\n"
-                          f"  Your code raises where this mistake raises, and equals it on the "
-                          f"{len(got.outputs)} cases before [{m.name}]. {_see(m.see)}", (m.name,))
-        return Result(ex.key, ex.name, "error",
-                      f"{header}: raised {got.said}\n  case: {case.label}\n  at: {got.line}\n"
-                      f"  {_see(ex.see)}")
+            part, value = _parts(_result(ex.reference, case), ex.outputs)[0]
+            return Result(ex.key, ex.name, "mistake", head + tr(
+                ": {says}\n  case: {label}\n  expected {part}: {value}\n  got      {part}: "
+                "raised {said}\n  at: {line}\n  Your code raises where this mistake raises, and "
+                "equals it on the {n} cases before [{name}]. {see}", says=tr(m.says), label=label,
+                part=part, value=_show(value), said=got.said, line=got.line, n=len(got.outputs),
+                name=m.name, see=see(m.see)), (m.name,))
+        return Result(ex.key, ex.name, "error", head + tr(
+            ": raised {said}\n  case: {label}\n  at: {line}\n  {see}", said=got.said,
+            label=label, line=got.line, see=see(ex.see)))
     if got.ended == "library":
-        return Result(ex.key, ex.name, "not credited",
-                      f"{header}: calls the library's {got.said} instead of writing it; the "
-                      "checker compares with the library, so that is not credited.")
+        return Result(ex.key, ex.name, "not credited", head + tr(
+            ": calls the library's {said} instead of writing it; the checker compares with the "
+            "library, so that is not credited.", said=got.said))
     if got.ended == "exit":
-        return Result(ex.key, ex.name, "did not finish",
-                      f"{header}: did not finish: called exit().\n  case: {case.label}")
+        return Result(ex.key, ex.name, "did not finish", head + tr(
+            ": did not finish: called exit().\n  case: {label}", label=label))
     if got.ended == "did not finish":
-        return Result(ex.key, ex.name, "did not finish", f"{header}: did not finish: {got.said}.")
+        return Result(ex.key, ex.name, "did not finish",
+                      head + tr(": did not finish: {said}.", said=got.said))
     if got.ended == "too big":
-        return Result(ex.key, ex.name, "wrong", f"{header}: its results are too big to compare "
-                      f"({got.said}).")
+        return Result(ex.key, ex.name, "wrong", head + tr(
+            ": its results are too big to compare ({said}).", said=got.said))
     if got.ended or len(got.outputs) != len(ex.cases):
         return Result(ex.key, ex.name, "did not finish",
-                      f"{header}: did not finish: its answer could not be read.")
+                      head + tr(": did not finish: its answer could not be read."))
     names = ex.outputs
     got = list(got.outputs)
     expected = [_result(ex.reference, case) for case in ex.cases]
     wrong = [i for i, (e, g) in enumerate(zip(expected, got)) if not same(e, g, ex.rtol, ex.atol)]
     if not wrong:
         return Result(ex.key, ex.name, "passed",
-                      f"{_header(ex, '✓')}: passed all {len(ex.cases)} cases.")
+                      header(ex, "✓") + tr(": passed all {n} cases.", n=len(ex.cases)))
     matches = [m for m in ex.mistakes if _matches(m, ex, got)]
     dtype_note = ""
     if not matches:  # the same values as a mistake's, in another dtype: name the mistake, and
@@ -677,40 +590,45 @@ def verdict(ex: Exercise, got: Answer) -> Result:
     if e_text == g_text:
         largest = _largest_difference(expected[i], got[i], names)
         if largest is not None:
-            notes += f"\n  (they differ by up to {largest:.1e}, below the digits shown)"
+            notes += tr("\n  (they differ by up to {largest}, below the digits shown)",
+                        largest=f"{largest:.1e}")
     if all(_all_nan(g[0] if isinstance(g, (tuple, list)) and g else g) for g in got):
-        notes += ("\n  (your result is NaN on every case: other bugs that give NaN everywhere "
-                  "look the same to this checker)")
-    evidence = (f"  case: {ex.cases[i].label}\n"
-                f"  expected {part}{where}: {e_text}\n"
-                f"  got      {part}{where}: {g_text}{notes}")
+        notes += tr("\n  (your result is NaN on every case: other bugs that give NaN everywhere "
+                    "look the same to this checker)")
+    evidence = _compared(ex.cases[i].label, [(part, where, e_text, g_text)]) + notes
     if len(matches) == 1:
         m = matches[0]
-        return Result(ex.key, ex.name, "mistake",
-                      f"{_header(ex, '✗')}: {m.says}\n{evidence}\n"
-                      f"  Your result equals this mistake's on all {len(ex.cases)} cases "
-                      f"[{m.name}]. {_see(m.see)}{dtype_note}", (m.name,))
+        return Result(ex.key, ex.name, "mistake", head + tr(
+            ": {says}\n{evidence}\n  Your result equals this mistake's on all {n} cases "
+            "[{name}]. {see}", says=tr(m.says), evidence=evidence, n=len(ex.cases), name=m.name,
+            see=see(m.see)) + dtype_note, (m.name,))
     if matches:
-        listed = "\n".join(f"  - {m.says} [{m.name}] ({_see(m.see)[0].lower()}{_see(m.see)[1:]})"
+        listed = "\n".join(f"  - {tr(m.says)} [{m.name}] ({see(m.see, lower=True)})"
                            for m in matches)
-        return Result(ex.key, ex.name, "ambiguous",
-                      f"{_header(ex, '✗')}: your result equals what each of these mistakes gives "
-                      f"on every case; these cases cannot tell them apart:\n{listed}\n{evidence}"
-                      f"{dtype_note}",
-                      tuple(m.name for m in matches))
+        return Result(ex.key, ex.name, "ambiguous", head + tr(
+            ": your result equals what each of these mistakes gives on every case; these cases "
+            "cannot tell them apart:\n{listed}\n{evidence}", listed=listed, evidence=evidence)
+            + dtype_note, tuple(m.name for m in matches))
     # a mistake nobody catalogued: which cases pass, and every part that differs, side by side
     # with what was expected (the weights too, where the function returns them)
-    lines = [f"  case: {ex.cases[i].label}"]
     differing = _differences(expected[i], got[i], names, ex.rtol, ex.atol)
-    for part, where, e_text, g_text in differing:
-        lines += [f"  expected {part}{where}: {e_text}", f"  got      {part}{where}: {g_text}"]
+    lines = [_compared(ex.cases[i].label, differing)]
     if len(names) > 1 and isinstance(got[i], (tuple, list)) and len(got[i]) == len(names):
-        lines += [f"  {name}: as expected on this case" for name in names
+        lines += [tr("  {name}: as expected on this case", name=name) for name in names
                   if name not in {d[0] for d in differing}]
-    return Result(ex.key, ex.name, "wrong",
-                  f"{_header(ex, '✗')}: wrong on {len(wrong)} of {len(ex.cases)} cases, and not "
-                  f"one of the {len(ex.mistakes)} mistakes this checker knows.\n"
-                  f"{_which_cases(ex, wrong)}" + "\n".join(lines) + f"{notes}\n  {_see(ex.see)}")
+    return Result(ex.key, ex.name, "wrong", head + tr(
+        ": wrong on {n} of {total} cases, and not one of the {known} mistakes this checker "
+        "knows.", n=len(wrong), total=len(ex.cases), known=len(ex.mistakes)) + "\n"
+        + which_cases(ex, wrong) + "\n".join(lines) + f"{notes}\n  {see(ex.see)}")
+
+
+def _compared(label, differing):
+    """"  case: ...", then "  expected part: ..." above "  got      part: ..." for each part."""
+    lines = [tr("  case: {label}", label=tr(label))]
+    for part, where, e_text, g_text in differing:
+        lines += [tr("  expected {part}{where}: {text}", part=part, where=tr(where), text=e_text),
+                  tr("  got      {part}{where}: {text}", part=part, where=tr(where), text=g_text)]
+    return "\n".join(lines)
 
 
 def _dtype_note(ex, expected, got):
@@ -720,9 +638,9 @@ def _dtype_note(ex, expected, got):
         for (_, e_part), (_, g_part) in zip(_parts(e, ex.outputs), _parts(g, ex.outputs)):
             e_dtype, g_dtype = getattr(e_part, "dtype", None), getattr(g_part, "dtype", None)
             if e_dtype is not None and _low_precision(np.asarray(e_part)) and e_dtype != g_dtype:
-                return (f"\n  Also, the dtype: the case \"{_short(case.label, 60)}\" expects "
-                        f"{e_dtype} and got {g_dtype or type(g_part).__name__}; keep the "
-                        "inputs' dtype.")
+                return tr("\n  Also, the dtype: the case \"{label}\" expects {expected} and got "
+                          "{got}; keep the inputs' dtype.", label=short(tr(case.label), 60),
+                          expected=e_dtype, got=g_dtype or type(g_part).__name__)
     return ""
 
 

@@ -14,6 +14,7 @@ from helpers.analysis import (
     reversal_example,
     reversal_models,
 )
+from helpers.language import tr
 from helpers.plots import heatmap
 from helpers.transformer import scaled_dot_product_attention, softmax
 from helpers.widgets.explorer import Explorer, animate, join_panels
@@ -50,7 +51,8 @@ def scaling_explorer(T: int = 8, seed: int = 0, d_a: int = 64) -> Explorer:
     """
     controls = {
         "d_k": W.SelectionSlider(options=POWERS_OF_TWO, value=64, description="d_k"),
-        "scoring": W.Dropdown(options=SCORINGS, value="scaled", description="scores"),
+        "scoring": W.Dropdown(options=[(tr(label), value) for label, value in SCORINGS],
+                              value="scaled", description="scores"),
         "draw": W.IntSlider(value=0, min=0, max=9, description="random draw"),
     }
     curve_rng = np.random.default_rng([seed, 2**20])
@@ -81,7 +83,8 @@ def scaling_explorer(T: int = 8, seed: int = 0, d_a: int = 64) -> Explorer:
         }
 
     def title(values):
-        return f"RANDOM Q, K · d_k = {values['d_k']} · {SCORING_NAMES[values['scoring']]}"
+        return tr("RANDOM Q, K · d_k = {d_k} · {scoring}", d_k=values["d_k"],
+                  scoring=tr(SCORING_NAMES[values["scoring"]]))
 
     def points(result):
         return np.column_stack([np.clip(result["row_std"], 0.05, 100), result["jacobian_norm"]])
@@ -94,12 +97,13 @@ def scaling_explorer(T: int = 8, seed: int = 0, d_a: int = 64) -> Explorer:
         # the title's room is kept by the blank title; the text itself never moves the layout
         heading = ax.text(0.5, 1.02, title(values), transform=ax.transAxes, ha="center",
                           va="bottom", fontsize=9, in_layout=False)
-        ax_j.plot(curve_x, curve_y, color="0.6", label=f"mean over Gaussian rows ({T} keys)")
+        ax_j.plot(curve_x, curve_y, color="0.6",
+                  label=tr("mean over Gaussian rows ({T} keys)", T=T))
         dots = ax_j.scatter(*points(result).T, color="tab:red", zorder=3,
-                            label="this draw's query rows")
+                            label=tr("this draw's query rows"))
         ax_j.set(xscale="log", xlim=(0.05, 100), ylim=(0, 0.6),
-                 xlabel="std of a row's scores", ylabel="‖J‖_F of its softmax",
-                 title="softmax Jacobian norm: rises, peaks, falls")
+                 xlabel=tr("std of a row's scores"), ylabel=tr("‖J‖_F of its softmax"),
+                 title=tr("softmax Jacobian norm: rises, peaks, falls"))
         # the ticks a LogLocator shows in this fixed view, and only those (it would make 63
         # ticks, for 33 shown, each a costly matplotlib object)
         ax_j.xaxis.set_major_locator(FixedLocator(LOG_TICKS))
@@ -118,13 +122,15 @@ def scaling_explorer(T: int = 8, seed: int = 0, d_a: int = 64) -> Explorer:
 
     def status(result, values):
         items = [
-            ("score std", f"{result['scores'].std():.2f}"),
-            ("mean max weight", f"{result['max_weight']:.3f}"),
-            ("mean entropy", f"{result['entropy']:.3f} nats (uniform = {np.log(T):.3f})"),
-            ("mean ‖J‖_F", f"{result['jacobian_norm'].mean():.3f}"),
+            (tr("score std"), f"{result['scores'].std():.2f}"),
+            (tr("mean max weight"), f"{result['max_weight']:.3f}"),
+            (tr("mean entropy"), tr("{entropy} nats (uniform = {uniform})",
+                                    entropy=f"{result['entropy']:.3f}",
+                                    uniform=f"{np.log(T):.3f}")),
+            (tr("mean ‖J‖_F"), f"{result['jacobian_norm'].mean():.3f}"),
         ]
         if values["scoring"] == "additive":
-            items.append(("bound ‖v_a‖₁", f"{result['bound']:.2f}"))
+            items.append((tr("bound ‖v_a‖₁"), f"{result['bound']:.2f}"))
         return items
 
     return Explorer(controls, compute, draw, status, figsize=(9.0, 4.0),
@@ -195,8 +201,8 @@ def query_explorer(examples: dict[str, tuple[list[str], np.ndarray, np.ndarray, 
         top = int(np.argmax(row))
         out = ", ".join(f"{n} {x:.2f}" for n, x in zip(result["value_names"], result["output"],
                                                        strict=True))
-        return [("strongest key", f"'{tokens[top]}' ({row[top]:.3f})"),
-                ("output", out), ("row sum", f"{row.sum():.3f}")]
+        return [(tr("strongest key"), f"'{tokens[top]}' ({row[top]:.3f})"),
+                (tr("output"), out), (tr("row sum"), f"{row.sum():.3f}")]
 
     return Explorer(controls, compute, draw, status, link=follow_sentence, figsize=(8.4, 3.4),
                     layout_key=lambda values: values["sentence"],
@@ -216,8 +222,8 @@ def _query_row_panel(ax, result):
     ax.set_yticks(np.arange(len(tokens)), tokens)
     ax.invert_yaxis()
     ax.set_xlim(0, 1)
-    ax.set_xlabel("weight")
-    ax.set_title(f"query '{tokens[q]}' attends to")
+    ax.set_xlabel(tr("weight"))
+    ax.set_title(tr("query '{token}' attends to", token=tokens[q]))
     labels = [ax.text(min(w + 0.02, 0.8), j, f"{w:.2f}", va="center", fontsize=8)
               for j, w in enumerate(row)]
 
@@ -227,7 +233,7 @@ def _query_row_panel(ax, result):
             bar.set_width(w)
             label.set_text(f"{w:.2f}")
             label.set_x(min(w + 0.02, 0.8))
-        ax.set_title(f"query '{tokens[q]}' attends to")
+        ax.set_title(tr("query '{token}' attends to", token=tokens[q]))
 
     return [*bars, *labels, ax.title], update
 
@@ -255,8 +261,8 @@ def _query_output_panel(ax, result):
     lo, hi = min(0.0, V.min()), max(0.0, V.max())  # a convex mix stays inside these
     ax.set_xlim(lo - 0.05 * (hi - lo), hi + 0.25 * (hi - lo))
     ax.axvline(0, color="0.5", lw=0.8)
-    ax.set_xlabel("output = Σ_j w_j v_j (coloured by key j)")
-    ax.set_title(f"output of '{result['tokens'][result['query']]}'")
+    ax.set_xlabel(tr("output = Σ_j w_j v_j (coloured by key j)"))
+    ax.set_title(tr("output of '{token}'", token=result["tokens"][result["query"]]))
     totals = [ax.text(hi + 0.02 * (hi - lo), f, f"{x:.2f}", va="center", fontsize=8)
               for f, x in zip(rows, result["output"], strict=True)]
 
@@ -269,7 +275,7 @@ def _query_output_panel(ax, result):
                 bar.set_x(lefts[j, f])
         for text, x in zip(totals, result["output"], strict=True):
             text.set_text(f"{x:.2f}")
-        ax.set_title(f"output of '{result['tokens'][result['query']]}'")
+        ax.set_title(tr("output of '{token}'", token=result["tokens"][result["query"]]))
 
     return [*(b for bars in segments for b in bars), *totals, ax.title], update
 
@@ -308,14 +314,15 @@ def head_explorer(digits: str = "3 1 4 1 5 9 2 6", models: dict | None = None) -
         return maps_cache[key]
 
     controls = {
-        "weights": W.Dropdown(options=[(WEIGHT_LABELS.get(k, k), k) for k in models],
+        "weights": W.Dropdown(options=[(tr(WEIGHT_LABELS.get(k, k)), k) for k in models],
                               value=next(iter(models)), description="weights"),
         "digits": W.Text(value=digits, description="digits", continuous_update=False),
-        "kind": W.Dropdown(options=HEAD_KINDS, value="cross", description="attention"),
+        "kind": W.Dropdown(options=[(tr(kind), kind) for kind in HEAD_KINDS], value="cross",
+                           description="attention"),
         "layer": W.Dropdown(options=list(range(n_layers)), value=n_layers - 1,
                             description="layer"),
-        "head": W.Dropdown(options=[("all heads", -1)] + [(f"head {i}", i)
-                                                          for i in range(n_heads)],
+        "head": W.Dropdown(options=[(tr("all heads"), -1)] + [(tr("head {i}", i=i), i)
+                                                              for i in range(n_heads)],
                            value=-1, description="show"),
     }
 
@@ -329,10 +336,13 @@ def head_explorer(digits: str = "3 1 4 1 5 9 2 6", models: dict | None = None) -
         # cell (i, L-1-i) is blocked for i < L-1-i. The share is measured over allowed cells.
         allowed = L - 1 - i <= i if kind == "decoder self" else np.ones(L, bool)
         return {"weights": w, "rows": rows, "cols": cols, "head": head,
-                "ylabel": "query: " + ("source" if kind == "encoder self" else "decoder input"),
-                "xlabel": "key: " + ("decoder input" if kind == "decoder self" else "source"),
-                "label": f"{WEIGHT_LABELS.get(weights, weights)} · {kind} attention, "
-                         f"layer {layer}",
+                "ylabel": tr("query: source") if kind == "encoder self"
+                else tr("query: decoder input"),
+                "xlabel": tr("key: decoder input") if kind == "decoder self"
+                else tr("key: source"),
+                "label": tr("{weights} · {kind} attention, layer {layer}",
+                            weights=tr(WEIGHT_LABELS.get(weights, weights)), kind=tr(kind),
+                            layer=layer),
                 "entropy": entropy(w).mean(axis=-1),  # (h,)
                 "anti_diagonal": w[:, i[allowed], L - 1 - i[allowed]].mean(axis=-1),  # (h,)
                 "anti_cells": (int(allowed.sum()), L),  # anti-diagonal cells measured, of L
@@ -347,10 +357,11 @@ def head_explorer(digits: str = "3 1 4 1 5 9 2 6", models: dict | None = None) -
         def per_head(a):
             return " ".join(f"{v:.2f}" for v in a)
 
-        return [("mean entropy per head", per_head(result["entropy"])
-                 + f" nats (uniform {np.log(len(result['cols'])):.2f})"),
+        return [(tr("mean entropy per head"),
+                 tr("{entropy} nats (uniform {uniform})", entropy=per_head(result["entropy"]),
+                    uniform=f"{np.log(len(result['cols'])):.2f}")),
                 (_anti_label(result), per_head(result["anti_diagonal"])),
-                ("diagonal share", per_head(result["diagonal"]))]
+                (tr("diagonal share"), per_head(result["diagonal"]))]
 
     return Explorer(controls, compute, draw, status, figsize=(8.4, 4.0),
                     layout_key=lambda v: (" ".join(v["digits"].split()), v["kind"],
@@ -368,7 +379,7 @@ def _all_heads_figure(fig, result):
                       colorbar=False, title=_head_title(result, i), xlabel=result["xlabel"],
                       ylabel=result["ylabel"] if i == 0 else None)
               for i, (ax, w) in enumerate(zip(axes, weights, strict=True))]
-    fig.colorbar(images[-1], ax=list(axes), fraction=0.046, pad=0.03, label="weight")
+    fig.colorbar(images[-1], ax=list(axes), fraction=0.046, pad=0.03, label=tr("weight"))
     suptitle = fig.suptitle(result["label"], fontsize=10)
     changing = animate([*images, *(ax.title for ax in axes), suptitle])
 
@@ -403,15 +414,17 @@ def _anti_label(result):
     """The status label of the anti-diagonal share; it names the cells a causal mask leaves."""
     measured, L = result["anti_cells"]
     if measured == L:
-        return "anti-diagonal share"
-    return f"anti-diagonal share (the {measured} of {L} cells the causal mask allows)"
+        return tr("anti-diagonal share")
+    return tr("anti-diagonal share (the {measured} of {L} cells the causal mask allows)",
+              measured=measured, L=L)
 
 
 def _head_title(result, i):
     measured, L = result["anti_cells"]
-    allowed = "" if measured == L else f" ({measured} allowed cells)"
-    return (f"head {i}: entropy {result['entropy'][i]:.2f}\n"
-            f"anti-diagonal{allowed} {result['anti_diagonal'][i]:.2f}")
+    allowed = "" if measured == L else tr(" ({measured} allowed cells)", measured=measured)
+    return tr("head {i}: entropy {entropy}\nanti-diagonal{allowed} {share}", i=i,
+              entropy=f"{result['entropy'][i]:.2f}", allowed=allowed,
+              share=f"{result['anti_diagonal'][i]:.2f}")
 
 
 def _one_head_title(result):

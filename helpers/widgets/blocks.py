@@ -7,6 +7,7 @@ import ipywidgets as W
 import numpy as np
 
 from helpers.analysis import block_stages, reversal_example, reversal_models
+from helpers.language import tr
 from helpers.module import clear_caches
 from helpers.plots import label_fontsize
 from helpers.transformer import EncoderBlock, Stack
@@ -24,9 +25,10 @@ PRE_LN_STAGES = [("input", "x"), ("norm", "h = LN₁(x)"), ("self-attention", "a
 
 
 def stage_options(norm_first: bool) -> list[tuple[str, int]]:
-    """Slider options "0 · input", "1 · self-attention", ... for one ordering of the block."""
+    """Slider options "0 · input", "1 · self-attention", ... for one ordering of the block (the
+    names in the chosen language)."""
     stages = PRE_LN_STAGES if norm_first else POST_LN_STAGES
-    return [(f"{i} · {name}", i) for i, (name, _) in enumerate(stages)]
+    return [(f"{i} · {tr(name)}", i) for i, (name, _) in enumerate(stages)]
 
 
 def _cosine(u, v):
@@ -61,7 +63,8 @@ def block_explorer(models: dict | None = None, text: str = "3 1 4 1 5 9 2 6", *,
     n_layers = len(models[first_label].encoder.layers)
 
     controls = {
-        "weights": W.Dropdown(options=list(models), value=first_label, description="weights"),
+        "weights": W.Dropdown(options=[(tr(label), label) for label in models],
+                              value=first_label, description="weights"),
         "digits": W.Text(value=text, description="digits", continuous_update=False),
         "norm_first": W.ToggleButton(value=False, description="Pre-LN order (same weights)"),
         "layer": W.IntSlider(value=0, min=0, max=n_layers - 1, description="block"),
@@ -112,22 +115,24 @@ def block_explorer(models: dict | None = None, text: str = "3 1 4 1 5 9 2 6", *,
                 "std_limit": std_limit(digits)}
 
     def title(result):
-        order = ("Pre-LN order (the same weights)" if result["norm_first"]
-                 else "Post-LN (the paper's order)")
-        return (f"{result['weights']} weights · {order}\n"
-                f"block {result['layer']} (encoder.layers[{result['layer']}], blocks 0 to "
-                f"{n_layers - 1}) · stage {result['stage']}: "
-                f"{result['formula']}")
+        order = (tr("Pre-LN order (the same weights)") if result["norm_first"]
+                 else tr("Post-LN (the paper's order)"))
+        return tr("{weights} weights · {order}\nblock {layer} (encoder.layers[{layer}], blocks 0 "
+                  "to {last}) · stage {stage}: {formula}", weights=tr(result["weights"]),
+                  order=order, layer=result["layer"], last=n_layers - 1, stage=result["stage"],
+                  formula=result["formula"])
 
     def draw(fig, result, values):
         return _block_figure(fig, result, title)
 
     def status(result, values):
         cos = result["cos"]
-        return [("stage", result["formula"]),
-                ("cos(stage, block input)", f"mean {cos.mean():.2f} ({cos.min():.2f} to "
-                                            f"{cos.max():.2f})"),
-                ("std per position", f"{result['std'].min():.2f} to {result['std'].max():.2f}")]
+        return [(tr("stage"), result["formula"]),
+                (tr("cos(stage, block input)"),
+                 tr("mean {mean} ({low} to {high})", mean=f"{cos.mean():.2f}",
+                    low=f"{cos.min():.2f}", high=f"{cos.max():.2f}")),
+                (tr("std per position"), tr("{low} to {high}", low=f"{result['std'].min():.2f}",
+                                            high=f"{result['std'].max():.2f}"))]
 
     return Explorer(controls, compute, draw, status, link=follow_order, figsize=(10.0, 4.4),
                     layout_key=lambda values: (values["norm_first"], values["digits"]),
@@ -158,9 +163,9 @@ def _block_figure(fig, result, title):
     labels = [f"{t}: {d}" for t, d in enumerate(result["labels"])]
     panels = [
         _per_position_panel(ax_cos, result, "cos", "tab:blue", (-1.05, 1.05), labels,
-                            "cos(stage, block input)", (0, 1)),
+                            tr("cos(stage, block input)"), (0, 1)),
         _per_position_panel(ax_std, result, "std", "tab:green", (0, 1.1 * result["std_limit"]),
-                            None, "std per position", (1,)),
+                            None, tr("std per position"), (1,)),
         _stages_panel(ax_line, result),
     ]
     heading = fig.suptitle(title(result), fontsize=10)
@@ -183,7 +188,7 @@ def _per_position_panel(ax, result, key, color, xlim, labels, xlabel, references
         ax.tick_params(labelleft=False, length=2)
     else:
         ax.set_yticks(np.arange(len(values)), labels, fontsize=label_fontsize(len(values)))
-        ax.set_ylabel("position: digit")
+        ax.set_ylabel(tr("position: digit"))
 
     def update(result, values):
         for bar, value in zip(bars, result[key], strict=True):
@@ -197,16 +202,16 @@ def _stages_panel(ax, result):
     k = np.arange(len(result["cos_stages"]))
     marker = ax.axvspan(result["stage"] - 0.4, result["stage"] + 0.4, color="0.88")  # Rectangle
     cos_line, = ax.plot(k, result["cos_stages"].mean(1), "o-", color="tab:blue",
-                        label="cos(stage, block input)")
+                        label=tr("cos(stage, block input)"))
     std_line, = ax.plot(k, result["std_stages"].mean(1), "s--", color="tab:green",
-                        label="std per position")
+                        label=tr("std per position"))
     ax.set_ylim(-1.05, max(1.1, 1.1 * result["std_limit"]))
     ax.axhline(0, color="0.3", lw=0.8)
     names = PRE_LN_STAGES if result["norm_first"] else POST_LN_STAGES
-    ax.set_xticks(k, [f"{i} · {name}" for i, (name, _) in enumerate(names)], rotation=35,
+    ax.set_xticks(k, [f"{i} · {tr(name)}" for i, (name, _) in enumerate(names)], rotation=35,
                   ha="right", fontsize=8)
     ax.set_xlim(-0.5, len(k) - 0.5)
-    ax.set(ylabel="mean over positions")
+    ax.set(ylabel=tr("mean over positions"))
     ax.legend(fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, frameon=False)
 
     def update(result, values):

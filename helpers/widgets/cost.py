@@ -7,6 +7,7 @@ import time
 import ipywidgets as W
 import numpy as np
 
+from helpers.language import tr
 from helpers.transformer import online_attention, scaled_dot_product_attention
 from helpers.widgets.explorer import Explorer, animate, join_panels
 
@@ -56,16 +57,17 @@ def cost_explorer(seed: int = 0, repeats: int = 2) -> Explorer:
     def draw(fig, result, values):
         ax_mem, ax_time = fig.subplots(1, 2)
         memory = _bars_panel(ax_mem, lambda r: [r["bytes"][k] / 1e6 for k in VERSIONS],
-                             result, ylim=(1e-3, 10), ylabel="MB (computed)",
-                             title="largest score array")
+                             result, ylim=(1e-3, 10), ylabel=tr("MB (computed)"),
+                             title=tr("largest score array"))
         times = _bars_panel(ax_time, lambda r: [r["ms"][k] for k in VERSIONS], result,
-                            ylim=(1e-2, 1e4), ylabel=f"ms (measured, best of {repeats})",
-                            title="time on this machine")
+                            ylim=(1e-2, 1e4),
+                            ylabel=tr("ms (measured, best of {repeats})", repeats=repeats),
+                            title=tr("time on this machine"))
         suptitle = fig.suptitle("")
 
         def set_suptitle(result, values):
-            suptitle.set_text(f"random float32 Q, K, V · n = {values['n']}, d_k = "
-                              f"{values['d_k']}, block = {values['block']}")
+            suptitle.set_text(tr("random float32 Q, K, V · n = {n}, d_k = {d_k}, block = {block}",
+                                 n=values["n"], d_k=values["d_k"], block=values["block"]))
 
         changing, refresh = join_panels(memory, times, ([suptitle], set_suptitle))
         animate(changing)
@@ -75,12 +77,14 @@ def cost_explorer(seed: int = 0, repeats: int = 2) -> Explorer:
     def status(result, values):
         b, ms = result["bytes"], result["ms"]
         return [
-            ("one score array (plain keeps ~3, section 2)",
-             f"{b['plain'] / 1e6:.3g} MB plain, {b['online'] / 1e6:.3g} MB online "
-             f"({b['plain'] / b['online']:.0f}x less)"),
-            ("operations", f"{result['flops'] / 1e6:.0f} MFLOP each"),
-            ("time", f"{ms['plain']:.2f} ms plain, {ms['online']:.2f} ms online"),
-            ("max |difference|", f"{result['max_diff']:.1e}"),
+            (tr("one score array (plain keeps ~3, section 2)"),
+             tr("{plain} MB plain, {online} MB online ({ratio}x less)",
+                plain=f"{b['plain'] / 1e6:.3g}", online=f"{b['online'] / 1e6:.3g}",
+                ratio=f"{b['plain'] / b['online']:.0f}")),
+            (tr("operations"), tr("{mflop} MFLOP each", mflop=f"{result['flops'] / 1e6:.0f}")),
+            (tr("time"), tr("{plain} ms plain, {online} ms online", plain=f"{ms['plain']:.2f}",
+                            online=f"{ms['online']:.2f}")),
+            (tr("max |difference|"), f"{result['max_diff']:.1e}"),
         ]
 
     return Explorer(controls, compute, draw, status, figsize=(6.4, 3.4),
@@ -91,7 +95,7 @@ def cost_explorer(seed: int = 0, repeats: int = 2) -> Explorer:
 
 def _bars_panel(ax, heights, result, *, ylim, ylabel, title):
     """One bar per version on a log axis, each labelled with its height, heights(result)."""
-    bars = ax.bar(VERSIONS, heights(result), color=VERSION_COLORS)
+    bars = ax.bar([tr(v) for v in VERSIONS], heights(result), color=VERSION_COLORS)
     ax.set_yscale("log")
     ax.set_ylim(*ylim)
     ax.set_ylabel(ylabel)

@@ -7,6 +7,7 @@ import ipywidgets as W
 import numpy as np
 
 from helpers.analysis import attention_maps, greedy_decode_tokens, reversal_example
+from helpers.language import tr
 from helpers.plots import heatmap
 from helpers.reversal import BOS, EOS, anti_diagonal_mass
 from helpers.transformer import causal_mask
@@ -39,13 +40,15 @@ def attention_viewer(models, text: str = "3 1 4 1 5", *, note: str = "") -> Expl
     n_heads = first.decoder.layers[0].cross_attn.n_heads
     reversal_example(text)  # a clear error now for digits it cannot show
     controls = {
-        "weights": W.Dropdown(options=list(models), value=next(iter(models)),
+        "weights": W.Dropdown(options=[(tr(label), label) for label in models],
+                              value=next(iter(models)),
                               description="weights", layout=W.Layout(width="26em")),
         "digits": W.Text(value=text, description="digits", continuous_update=False),
-        "kind": W.Dropdown(options=ATTENTION_KINDS, value="cross", description="attention"),
+        "kind": W.Dropdown(options=[(tr(kind), kind) for kind in ATTENTION_KINDS],
+                           value="cross", description="attention"),
         "layer": W.IntSlider(value=n_layers - 1, min=0, max=n_layers - 1, description="layer"),
-        "head": W.Dropdown(options=[("mean of heads", -1)]
-                           + [(f"head {i}", i) for i in range(n_heads)], value=0,
+        "head": W.Dropdown(options=[(tr("mean of heads"), -1)]
+                           + [(tr("head {i}", i=i), i) for i in range(n_heads)], value=0,
                            description="head"),
     }
 
@@ -63,18 +66,20 @@ def attention_viewer(models, text: str = "3 1 4 1 5", *, note: str = "") -> Expl
                                                      if kind == "cross" else None)}
 
     def title(values):
-        head = "mean of heads" if values["head"] < 0 else f"head {values['head']}"
-        return (f"weights: {values['weights']}\n"
-                f"{values['kind']}-attention · layer {values['layer']} · {head}")
+        head = tr("mean of heads") if values["head"] < 0 else tr("head {i}", i=values["head"])
+        return tr("weights: {weights}\n{kind}-attention · layer {layer} · {head}",
+                  weights=tr(values["weights"]), kind=tr(values["kind"]),
+                  layer=values["layer"], head=head)
 
     def draw(fig, result, values):
         ax = fig.subplots()
         kind = values["kind"]
         image = heatmap(result["weights"], result["rows"], result["cols"], ax=ax, vmin=0, vmax=1,
                         annotate=False, title=" \n ",  # keeps the room of the two lines below
-                        xlabel="key (source)" if kind != "decoder self"
-                        else "key (target so far; grey = blocked by the causal mask)",
-                        ylabel="query (target)" if kind != "encoder self" else "query (source)")
+                        xlabel=tr("key (source)") if kind != "decoder self"
+                        else tr("key (target so far; grey = blocked by the causal mask)"),
+                        ylabel=tr("query (target)") if kind != "encoder self"
+                        else tr("query (source)"))
         image.set_cmap(image.get_cmap().with_extremes(bad=BLOCKED_GREY))
         # the title changes with the controls, outside the layout (which would otherwise move
         # with its width and make the fast path differ from a full redraw)
@@ -93,10 +98,10 @@ def attention_viewer(models, text: str = "3 1 4 1 5", *, note: str = "") -> Expl
 
     def status(result, values):
         top = [result["cols"][j] for j in result["weights"].argmax(axis=-1)]
-        out = [("strongest key per query", " ".join(top))]
+        out = [(tr("strongest key per query"), " ".join(top))]
         if result["reversed_share"] is not None:
-            out.append(("weight on the reversed position", f"{result['reversed_share']:.2f}"))
-        out.append(("this model's greedy answer", result["answer"]))
+            out.append((tr("weight on the reversed position"), f"{result['reversed_share']:.2f}"))
+        out.append((tr("this model's greedy answer"), result["answer"]))
         return out
 
     return Explorer(controls, compute, draw, status,

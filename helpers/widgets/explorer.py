@@ -20,6 +20,11 @@ The figure is rendered to PNG and swapped into one ``Image`` widget, so a change
 the output area (no flicker). An exception inside a callback is caught and *shown* in a red box
 under the figure (and kept in ``explorer.last_error``); it is never swallowed.
 
+What the learner reads goes through ``helpers.language.tr`` (English unless the notebook chose
+another language): the Explorer translates the controls' descriptions, tooltips and placeholders,
+its title and note, and its own words; each builder translates its figure's texts, its option
+labels and its status line. The control names and the option values stay as the code wrote them.
+
 A figure of several panels builds each panel with its own small function that returns
 ``(artists, update)``: the artists the panel changes and ``update(result, values)`` that changes
 them; :func:`join_panels` makes one fast path of them. :func:`assert_fast_path_matches_redraw`
@@ -50,6 +55,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from helpers.language import tr
+
 __all__ = [
     "Explorer",
     "FastTicks",
@@ -76,7 +83,10 @@ def control_kind(control) -> str:
 
 
 def display_value(control) -> str:
-    """How a control's current value reads on screen (slider readout, option label, on/off)."""
+    """How a control's current value reads on screen (slider readout, option label, on/off).
+
+    "on" and "off" stay English in every language: the browser tests (tests/e2e/driver.py,
+    JS_SHOWN_VALUE) read a toggle's state as those two words and compare it with this."""
     if isinstance(control, (W.ToggleButton, W.Checkbox)):
         return "on" if control.value else "off"
     if isinstance(control, (W.Dropdown, W.Select, W.SelectionSlider, W.ToggleButtons,
@@ -128,6 +138,7 @@ class Explorer(W.VBox):
             control.add_class("tx-control")
             control.add_class(f"tx-control-{name}")
             control.add_class(f"tx-kind-{control_kind(control)}")
+            _translate_texts(control)
             control.observe(self._on_change, names="value")
         self.image = W.Image(format="png", layout=W.Layout(max_width="100%", height="auto"))
         self.image.add_class("tx-figure")
@@ -135,9 +146,9 @@ class Explorer(W.VBox):
         self.status.add_class("tx-status")
         self.error = W.HTML(layout=W.Layout(display="none"))
         self.error.add_class("tx-error")
-        header = [W.HTML(f"<b>{html.escape(title)}</b>")] if title else []
+        header = [W.HTML(f"<b>{html.escape(tr(title))}</b>")] if title else []
         if note:
-            header.append(W.HTML(f"<i>{html.escape(note)}</i>"))
+            header.append(W.HTML(f"<i>{html.escape(tr(note))}</i>"))
         rows = [W.HBox(list(self.controls.values()), layout=W.Layout(flex_flow="row wrap"))]
         super().__init__(header + rows + [self.image, self.status, self.error])
         self.add_class("tx-explorer")
@@ -231,7 +242,8 @@ class Explorer(W.VBox):
             text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
             self.error.value = (
                 '<div style="color:#a00;border:1px solid #a00;padding:4px">'
-                f"<b>This explorer hit an error:</b><pre>{html.escape(text)}</pre></div>"
+                f"<b>{html.escape(tr('This explorer hit an error:'))}</b>"
+                f"<pre>{html.escape(text)}</pre></div>"
             )
             self.error.layout.display = None
         else:
@@ -252,6 +264,16 @@ class Explorer(W.VBox):
         ]
         parts += [f"{html.escape(label)}: <b>{html.escape(text)}</b>" for label, text in extra]
         return '<span style="font-family:monospace">' + " · ".join(parts) + "</span>"
+
+
+def _translate_texts(control) -> None:
+    """The texts a control shows in the chosen language: its description (the label beside it),
+    its tooltip and a text box's placeholder (not the blank one ipywidgets gives a text box by
+    default). Its name, options and value stay as they are."""
+    for name in ("description", "tooltip", "placeholder"):
+        text = getattr(control, name, None)
+        if isinstance(text, str) and any(c.isalnum() for c in text):
+            setattr(control, name, tr(text))
 
 
 class _SharedRendererCanvas(FigureCanvasAgg):

@@ -7,6 +7,7 @@ import ipywidgets as W
 import numpy as np
 
 from helpers.data import load_lm, load_shakespeare
+from helpers.language import tr
 from helpers.lm import (
     WORD,
     Characters,
@@ -55,13 +56,15 @@ def writing_explorer(models: dict, chars, words: set, prompt: str = "ROMEO:\n", 
         raise ValueError("writing_explorer needs at least one model")
     chars.encode(prompt)  # a clear error now for characters the vocabulary lacks
     controls = {
-        "weights": W.Dropdown(options=list(models), value=next(iter(models)),
+        "weights": W.Dropdown(options=[(tr(label), label) for label in models],
+                              value=next(iter(models)),
                               description="weights", layout=W.Layout(width="26em")),
         "prompt": W.Text(value=prompt.replace("\n", "\\n"), description="prompt",
                          continuous_update=False),
         "temperature": W.FloatSlider(value=0.8, min=0.1, max=2.0, step=0.1, description="temp.",
                                      readout_format=".1f"),
-        "top_k": W.Dropdown(options=TOP_K_OPTIONS, value=0, description="top-k"),
+        "top_k": W.Dropdown(options=[(tr(label), k) for label, k in TOP_K_OPTIONS], value=0,
+                            description="top-k"),
         "seed": W.IntSlider(value=0, min=0, max=9, description="seed"),
     }
 
@@ -84,8 +87,9 @@ def writing_explorer(models: dict, chars, words: set, prompt: str = "ROMEO:\n", 
         ax_p, ax_text = fig.subplots(1, 2, width_ratios=[1, 1.1])
         bars = ax_p.bar(np.arange(SHOWN), result["p"], color="tab:blue")
         ax_p.set(ylim=(0, 1.02), xlim=(-0.6, SHOWN - 0.4), xticks=[],
-                 ylabel="probability of the next character")
-        ax_p.set_xlabel(f"the {SHOWN} most likely next characters", labelpad=20)  # room: labels
+                 ylabel=tr("probability of the next character"))
+        ax_p.set_xlabel(tr("the {n} most likely next characters", n=SHOWN),
+                        labelpad=20)  # room for the labels
         # the texts that change stay outside the layout, which would otherwise follow their
         # extent and make the fast path differ from a full redraw
         labels = [ax_p.text(i, -0.03, "", ha="center", va="top", fontsize=10,
@@ -104,16 +108,18 @@ def writing_explorer(models: dict, chars, words: set, prompt: str = "ROMEO:\n", 
                 label.set_text(text)
             for k, (line, text) in enumerate(zip(lines, result["texts"], strict=True)):
                 line.set_text(f"{k + 1}  " + text.replace("\n", "⏎"))
-            heading.set_text(f"weights: {result['weights']}\nafter the prompt "
-                             f"\"{result['prompt']}\": {samples} samples of {length} characters")
+            heading.set_text(tr("weights: {weights}\nafter the prompt \"{prompt}\": {samples} "
+                                "samples of {length} characters", weights=tr(result["weights"]),
+                                prompt=result["prompt"], samples=samples, length=length))
             return changing
 
         refresh(result, values)
         return refresh
 
     def status(result, values):
-        return [("different samples", f"{result['distinct']} of {samples}"),
-                ("known words", f"{result['known']:.0%}")]
+        return [(tr("different samples"), tr("{n} of {total}", n=result["distinct"],
+                                             total=samples)),
+                (tr("known words"), f"{result['known']:.0%}")]
 
     return Explorer(controls, compute, draw, status, figsize=(10.0, 4.0),
                     title="Temperature and top-k",

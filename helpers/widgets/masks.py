@@ -7,6 +7,7 @@ import ipywidgets as W
 import numpy as np
 
 from helpers.analysis import TRAINED, reversal_models, token_word
+from helpers.language import tr
 from helpers.module import clear_caches
 from helpers.plots import label_fontsize
 from helpers.reversal import BOS, FIRST_DIGIT, MAX_LEN, PAD
@@ -76,10 +77,11 @@ def mask_explorer(T: int = 8, n_pad: int = 3, seed: int = 0) -> Explorer:
     models = reversal_models(seed)
     config = models[TRAINED].config
     controls = {
-        "weights": W.Dropdown(options=list(models), value=TRAINED, description="weights"),
-        "layer": W.Dropdown(options=[(f"layer {i}", i) for i in range(config.n_layers)],
+        "weights": W.Dropdown(options=[(tr(label), label) for label in models], value=TRAINED,
+                              description="weights"),
+        "layer": W.Dropdown(options=[(tr("layer {i}", i=i), i) for i in range(config.n_layers)],
                             value=config.n_layers - 1, description="layer"),
-        "head": W.Dropdown(options=[(f"head {i}", i) for i in range(config.n_heads)],
+        "head": W.Dropdown(options=[(tr("head {i}", i=i), i) for i in range(config.n_heads)],
                            value=0, description="head"),
         "T": W.IntSlider(value=T, min=2, max=MAX_LEN, description="length T",
                          continuous_update=False),
@@ -122,13 +124,16 @@ def mask_explorer(T: int = 8, n_pad: int = 3, seed: int = 0) -> Explorer:
 
     def status(result, values):
         n_full = sum(int(f.sum()) for f in result["fully_blocked"].values())
+        none = tr("(none)")
         return [
-            ("total weight on <pad> keys (most, a real query, any layer and head)",
-             f"encoder {result['leak']['encoder self']:.2f}, cross {result['leak']['cross']:.2f}"),
-            ("max weight on a blocked key", f"{result['blocked_weight']:.1f}"),
-            ("fully blocked queries", f"{n_full} (zero weights)"),
-            ("argmax at each position, correct digits fed in (teacher forcing)",
-             f"{result['predicted'] or '(none)'} (reversal: {result['expected'] or '(none)'})"),
+            (tr("total weight on <pad> keys (most, a real query, any layer and head)"),
+             tr("encoder {encoder}, cross {cross}", encoder=f"{result['leak']['encoder self']:.2f}",
+                cross=f"{result['leak']['cross']:.2f}")),
+            (tr("max weight on a blocked key"), f"{result['blocked_weight']:.1f}"),
+            (tr("fully blocked queries"), tr("{n} (zero weights)", n=n_full)),
+            (tr("argmax at each position, correct digits fed in (teacher forcing)"),
+             tr("{predicted} (reversal: {expected})", predicted=result["predicted"] or none,
+                expected=result["expected"] or none)),
         ]
 
     return Explorer(controls, compute, _mask_figure, status, link=follow_length,
@@ -152,9 +157,10 @@ def _mask_figure(fig, result, values):
     def refresh(result, values):
         if len(result["tgt_labels"]) != T:
             return None  # another length: new axes, full redraw
-        label = "TRAINED" if result["weights"] == TRAINED else "RANDOM (untrained)"
-        suptitle.set_text(f"{label} reversal Transformer, layer {result['layer']}, head "
-                          f"{result['head']}: attention weights, red = blocked")
+        label = tr("TRAINED") if result["weights"] == TRAINED else tr("RANDOM (untrained)")
+        suptitle.set_text(tr("{weights} reversal Transformer, layer {layer}, head {head}: "
+                             "attention weights, red = blocked", weights=label,
+                             layer=result["layer"], head=result["head"]))
         return refresh_panels(result, values) + [suptitle]
 
     refresh(result, values)
@@ -186,12 +192,13 @@ def _weights_panel(fig, ax, kind, result, cax):
                       interpolation="nearest")
     overlay = ax.imshow(MASK_RGBA[result["masks"][kind].astype(int)], interpolation="nearest")
     if cax is not None:
-        fig.colorbar(image, cax=cax, label="attention weight")
+        fig.colorbar(image, cax=cax, label=tr("attention weight"))
     query_side, key_side = {"encoder self": ("src", "src"), "decoder self": ("tgt", "tgt"),
                             "cross": ("tgt", "src")}[kind]
-    names = {"src": "source", "tgt": "decoder input"}
-    keys, queries = _token_labels(ax, T, xlabel=f"key ({names[key_side]})",
-                                  ylabel=f"query ({names[query_side]})")
+    keys, queries = _token_labels(ax, T, xlabel=tr("key (source)") if key_side == "src"
+                                  else tr("key (decoder input)"),
+                                  ylabel=tr("query (source)") if query_side == "src"
+                                  else tr("query (decoder input)"))
 
     def update(result, values):
         image.set_data(result["shown"][kind])
@@ -200,10 +207,12 @@ def _weights_panel(fig, ax, kind, result, cax):
             label.set_text(text)
         for label, text in zip(queries, result[f"{query_side}_labels"], strict=True):
             label.set_text(text)
-        parts = [name for name, used in (("causal", result["causal"] and kind == "decoder self"),
-                                         ("padding", result["padding"])) if used]
+        parts = [tr(name) for name, used in (("causal", result["causal"]
+                                               and kind == "decoder self"),
+                                              ("padding", result["padding"])) if used]
         k = int(result["fully_blocked"][kind].sum())
-        full = f"; {k} row{'s' * (k != 1)} all 0" if k else ""
-        ax.set_title(f"{kind}\nmask: {' | '.join(parts) or 'none'}{full}")
+        full = (tr("; {k} rows all 0", k=k) if k > 1 else tr("; {k} row all 0", k=k)) if k else ""
+        ax.set_title(tr("{kind}\nmask: {masks}{full}", kind=tr(kind),
+                        masks=" | ".join(parts) or tr("none"), full=full))
 
     return [image, overlay, *keys, *queries, ax.title], update

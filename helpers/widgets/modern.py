@@ -10,6 +10,7 @@ import numpy as np
 
 from helpers.analysis import digits_to_tokens, token_word
 from helpers.decoding import generate
+from helpers.language import tr
 from helpers.modern import DecoderOnly
 from helpers.module import clear_caches
 from helpers.plots import heatmap
@@ -70,13 +71,16 @@ def pieces_explorer(models: dict, text: str = "3 1 4 1 5 9", *, record: dict | N
     digits_to_tokens(text, LENGTHS[-1])  # a clear error now for digits it cannot show
 
     controls = {
-        "weights": W.Dropdown(options=[MODERN_TRAINED, MODERN_RANDOM], value=MODERN_TRAINED,
-                              description="weights", layout=W.Layout(width="30em")),
-        **{piece: W.Dropdown(options=options, value="2017", description=piece)
+        "weights": W.Dropdown(options=[(tr(label), label)
+                                       for label in (MODERN_TRAINED, MODERN_RANDOM)],
+                              value=MODERN_TRAINED, description="weights",
+                              layout=W.Layout(width="30em")),
+        **{piece: W.Dropdown(options=[(tr(label), value) for label, value in options],
+                             value="2017", description=piece)
            for piece, options in PIECE_OPTIONS.items()},
         "layer": W.IntSlider(value=n_layers - 1, min=0, max=n_layers - 1, description="layer"),
-        "head": W.Dropdown(options=[("mean of heads", -1)]
-                           + [(f"head {i}", i) for i in range(n_heads)], value=-1,
+        "head": W.Dropdown(options=[(tr("mean of heads"), -1)]
+                           + [(tr("head {i}", i=i), i) for i in range(n_heads)], value=-1,
                            description="head"),
         "digits": W.Text(value=text, description="digits", continuous_update=False),
     }
@@ -121,9 +125,10 @@ def pieces_explorer(models: dict, text: str = "3 1 4 1 5 9", *, record: dict | N
                 "right": answer.split() == [*labels[:n][::-1], "<eos>"]}
 
     def title(result, values):
-        head = "mean of heads" if values["head"] < 0 else f"head {values['head']}"
-        kind = "TRAINED" if result["trained"] else "RANDOM (untrained)"
-        return f"{result['name']} · {kind}\nself-attention, layer {values['layer']} · {head}"
+        head = tr("mean of heads") if values["head"] < 0 else tr("head {i}", i=values["head"])
+        kind = tr("TRAINED") if result["trained"] else tr("RANDOM (untrained)")
+        return tr("{name} · {kind}\nself-attention, layer {layer} · {head}", name=result["name"],
+                  kind=kind, layer=values["layer"], head=head)
 
     def draw(fig, result, values):
         ax_map, ax_acc = fig.subplots(1, 2, width_ratios=[1.15, 1])
@@ -143,11 +148,17 @@ def pieces_explorer(models: dict, text: str = "3 1 4 1 5 9", *, record: dict | N
 
     def status(result, values):
         acc = result["accuracy"]
-        return [("model", f"{result['name']}, {result['parameters']:,} parameters"),
-                ("writes", f"{result['answer']} ({'right' if result['right'] else 'wrong'})"),
-                ("exact match", f"1-{MAX_LEN} digits {acc[:MAX_LEN].mean():.2f}, "
-                                f"{MAX_LEN + 1}-{LENGTHS[-1]} digits "
-                                f"{acc[MAX_LEN:].mean():.2f}")]
+        answer = result["answer"]
+        writes = (tr("{answer} (right)", answer=answer) if result["right"]
+                  else tr("{answer} (wrong)", answer=answer))
+        return [(tr("model"), tr("{name}, {n} parameters", name=result["name"],
+                                 n=f"{result['parameters']:,}")),
+                (tr("writes"), writes),
+                (tr("exact match"), tr("1-{trained} digits {seen}, {longer}-{longest} digits "
+                                       "{unseen}", trained=MAX_LEN,
+                                       seen=f"{acc[:MAX_LEN].mean():.2f}", longer=MAX_LEN + 1,
+                                       longest=LENGTHS[-1],
+                                       unseen=f"{acc[MAX_LEN:].mean():.2f}"))]
 
     return Explorer(controls, compute, draw, status, layout_key=lambda v: v["digits"],
                     figsize=(10.0, 4.4), title="The pieces of today's block, one at a time",
@@ -161,7 +172,7 @@ def _attention_panel(ax, result):
     T = len(result["labels"])
     image = heatmap(np.ma.masked_array(result["weights"], causal_mask(T)), result["labels"],
                     result["labels"], ax=ax, vmin=0, vmax=1, annotate=False, colorbar=False,
-                    xlabel="key (grey: blocked by the causal mask)", ylabel="query")
+                    xlabel=tr("key (grey: blocked by the causal mask)"), ylabel=tr("query"))
     image.set_cmap(image.get_cmap().with_extremes(bad=BLOCKED_GREY))
 
     def update(result, values):
@@ -172,10 +183,12 @@ def _attention_panel(ax, result):
 
 def _accuracy_panel(ax, result):
     """Exact match by number of digits; the lengths seen in training shaded."""
-    ax.axvspan(0.5, MAX_LEN + 0.5, color="0.85", label=f"trained on 1-{MAX_LEN} digits")
+    ax.axvspan(0.5, MAX_LEN + 0.5, color="0.85",
+               label=tr("trained on 1-{trained} digits", trained=MAX_LEN))
     bars = ax.bar(LENGTHS, result["accuracy"], color="tab:blue", width=0.6)
-    ax.set(xlim=(0.5, LENGTHS[-1] + 0.5), ylim=(0, 1.05), xlabel="digits",
-           ylabel="exact match", xticks=LENGTHS[::3], title="exact match by number of digits")
+    ax.set(xlim=(0.5, LENGTHS[-1] + 0.5), ylim=(0, 1.05), xlabel=tr("digits"),
+           ylabel=tr("exact match"), xticks=LENGTHS[::3],
+           title=tr("exact match by number of digits"))
     ax.legend(loc="upper right", fontsize=8)
 
     def update(result, values):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipywidgets as W
 import numpy as np
 
+from helpers.language import tr
 from helpers.transformer import pe_frequencies, positional_encoding, relative_position_matrix
 from helpers.widgets.explorer import Explorer, FastTicks, animate, join_panels
 
@@ -75,9 +76,10 @@ def pe_explorer(T: int = 50, d_model: int = 64, dim: int = 6, pos: int = 10,
 
     def status(result, values):
         return [
-            ("pair", f"i = {result['pair']}, ω_i = {result['omega']:.4g} rad per position, "
-                     f"wavelength {result['wavelength']:.1f}"),
-            ("turn k·ω_i", f"{result['angle']:.3f} rad"),
+            (tr("pair"), tr("i = {i}, ω_i = {omega} rad per position, wavelength {wavelength}",
+                            i=result["pair"], omega=f"{result['omega']:.4g}",
+                            wavelength=f"{result['wavelength']:.1f}")),
+            (tr("turn k·ω_i"), f"{result['angle']:.3f} rad"),
             ("max |PE[pos] @ M_k − PE[pos + k]|", f"{result['error']:.1e}"),
         ]
 
@@ -106,9 +108,9 @@ def _table_panel(fig, ax, result):
     """The table PE (positions x dimensions), the rows pos and pos + k, the column dim."""
     image = ax.imshow(result["PE"], cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto",
                       interpolation="nearest")
-    fig.colorbar(image, ax=ax, fraction=0.05, pad=0.02, label="PE value")
-    ax.set_xlabel("dimension", labelpad=16)
-    ax.set_ylabel("position", labelpad=24)
+    fig.colorbar(image, ax=ax, fraction=0.05, pad=0.02, label=tr("PE value"))
+    ax.set_xlabel(tr("dimension"), labelpad=16)
+    ax.set_ylabel(tr("position"), labelpad=24)
     row_from = ax.axhline(0, color="black", lw=2, ls="--")
     row_to = ax.axhline(0, color="tab:green", lw=2.5)
     column = ax.axvline(0, color="tab:purple", lw=2.5)
@@ -124,8 +126,8 @@ def _table_panel(fig, ax, result):
         ax.set(xlim=(-0.5, d - 0.5), ylim=(T - 0.5, -0.5))
         ticks_x.set_range(d)
         ticks_y.set_range(T)
-        slip = " (column-index slip)" if result["slip"] else ""
-        ax.title.set_text(f"PE{slip}: {T} positions × {d} dimensions")
+        slip = tr(" (column-index slip)") if result["slip"] else ""
+        ax.title.set_text(tr("PE{slip}: {T} positions × {d} dimensions", slip=slip, T=T, d=d))
         row_from.set_ydata([p, p])
         row_to.set_ydata([p + k, p + k])
         column.set_xdata([j, j])
@@ -143,7 +145,7 @@ def _pair_panel(ax):
     end, = ax.plot([], [], "o", ms=12, mfc="none", mec="tab:green", mew=2)
     landed, = ax.plot([], [], "x", ms=9, mew=2, color="tab:red")
     ax.set(xlim=(-1.25, 1.25), ylim=(-1.25, 1.25), aspect="equal",
-           xlabel="dim 2i: sin(pos·ω_i)", ylabel="dim 2i+1: cos(pos·ω_i)")
+           xlabel=tr("dim 2i: sin(pos·ω_i)"), ylabel=tr("dim 2i+1: cos(pos·ω_i)"))
     ax.title.set_fontsize(9.5)
 
     def update(result, values):
@@ -155,8 +157,8 @@ def _pair_panel(ax):
         start.set_data([PE[p, 2 * i]], [PE[p, 2 * i + 1]])
         end.set_data([PE[p + k, 2 * i]], [PE[p + k, 2 * i + 1]])
         landed.set_data([result["moved"][2 * i]], [result["moved"][2 * i + 1]])
-        ax.title.set_text(f"pair {i} (dims {2 * i}, {2 * i + 1}): "
-                          f"turned by k·ω_{i} = {result['angle']:.2f} rad")
+        ax.title.set_text(tr("pair {i} (dims {even}, {odd}): turned by k·ω_{i} = {angle} rad",
+                             i=i, even=2 * i, odd=2 * i + 1, angle=f"{result['angle']:.2f}"))
 
     return [trail, arc, start, end, landed, ax.title], update
 
@@ -167,7 +169,7 @@ def _dimension_panel(ax):
     dim_from, = ax.plot([], [], "o", ms=7, color="black")
     dim_to, = ax.plot([], [], "o", ms=10, mfc="none", mec="tab:green", mew=2)
     ax.set_ylim(-1.15, 1.15)
-    ax.set_xlabel("position", labelpad=16)
+    ax.set_xlabel(tr("position"), labelpad=16)
     ax.set_ylabel("PE[:, dim]")
     ax.title.set_fontsize(9.5)
     ticks = FastTicks(ax, "x")
@@ -180,8 +182,9 @@ def _dimension_panel(ax):
         curve.set_data(np.arange(T), PE[:, j])
         dim_from.set_data([p], [PE[p, j]])
         dim_to.set_data([p + k], [PE[p + k, j]])
-        ax.title.set_text(f"dim {j} = {'sin' if j % 2 == 0 else 'cos'}(pos·ω_{i}): "
-                          f"wavelength {result['wavelength']:.1f} positions")
+        ax.title.set_text(tr("dim {j} = {wave}(pos·ω_{i}): wavelength {wavelength} positions",
+                             j=j, wave="sin" if j % 2 == 0 else "cos", i=i,
+                             wavelength=f"{result['wavelength']:.1f}"))
 
     return [curve, dim_from, dim_to, ax.title, *ticks.artists], update
 
@@ -192,8 +195,8 @@ def _shift_panel(ax):
     vec_to, = ax.plot([], [], "o", mfc="none", mec="tab:green", label="PE[pos + k]")
     vec_moved, = ax.plot([], [], "x", color="tab:red", label="PE[pos] @ M_k")
     ax.set_ylim(-1.15, 1.75)
-    ax.set_xlabel("dimension", labelpad=16)
-    ax.set_ylabel("value")
+    ax.set_xlabel(tr("dimension"), labelpad=16)
+    ax.set_ylabel(tr("value"))
     ax.legend(loc="upper center", ncols=3, fontsize=7, handlelength=1.5, columnspacing=0.8)
     ax.title.set_fontsize(9.5)
     ticks = FastTicks(ax, "x")
@@ -208,7 +211,10 @@ def _shift_panel(ax):
                                (vec_moved, result["moved"], 0)):
             line.set_data(dims, y)
             line.set_markersize(size + extra)
-        verb = "lands on" if result["error"] < 1e-9 else f"misses (by {result['error']:.2f})"
-        ax.title.set_text(f"PE[{p}] @ M_{k} {verb} PE[{p + k}]")
+        if result["error"] < 1e-9:
+            ax.title.set_text(tr("PE[{p}] @ M_{k} lands on PE[{q}]", p=p, k=k, q=p + k))
+        else:
+            ax.title.set_text(tr("PE[{p}] @ M_{k} misses (by {error}) PE[{q}]", p=p, k=k,
+                                 q=p + k, error=f"{result['error']:.2f}"))
 
     return [vec_from, vec_to, vec_moved, ax.title, *ticks.artists], update

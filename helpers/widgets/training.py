@@ -10,6 +10,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from helpers.analysis import digits_to_tokens, greedy_decode_tokens
+from helpers.language import tr
 from helpers.module import clear_caches
 from helpers.plots import heatmap
 from helpers.reversal import BOS, EOS, FIRST_DIGIT, anti_diagonal_mass, make_targets
@@ -29,25 +30,26 @@ class TrainingMonitor(W.VBox):
     evaluations to plot on the right axis, over `metric_range` (train's evaluate returns it; the
     reversal task's is "accuracy", its validation exact match; notebook 10's "val", the
     validation loss). Build it, display it, then train. When train() finds that the loss has not
-    moved from its start (history["stalled"]), the status line says so.
+    moved from its start (history["stalled"]), the status line says so. The title and the
+    metric's label are shown in the chosen language (helpers.language.tr), as every text here.
     """
 
     def __init__(self, steps: int, *, every: int = 25, title: str = "training",
                  metric: str = "accuracy", metric_label: str = "validation exact match",
                  metric_range: tuple[float, float] = (0.0, 1.05)):
         self.every, self.metric, self.metric_label = every, metric, metric_label
-        self.bar = W.IntProgress(value=0, min=0, max=steps, description="step")
+        self.bar = W.IntProgress(value=0, min=0, max=steps, description=tr("step"))
         self.label = W.HTML()
         self.image = W.Image(format="png", layout=W.Layout(max_width="100%", height="auto"))
         self.fig = Figure(figsize=(6.4, 2.6), dpi=80, layout="constrained")
         FigureCanvasAgg(self.fig)
         self.ax = self.fig.subplots()
-        (self.line,) = self.ax.plot([], [], lw=1, color="tab:blue", label="training loss")
+        (self.line,) = self.ax.plot([], [], lw=1, color="tab:blue", label=tr("training loss"))
         self.acc_ax = self.ax.twinx()
         (self.acc_line,) = self.acc_ax.plot([], [], "o-", color="tab:green", ms=3,
-                                            label=metric_label)
-        self.ax.set(xlabel="step", ylabel="loss", xlim=(0, steps), title=title)
-        self.acc_ax.set(ylim=metric_range, ylabel=metric_label)
+                                            label=tr(metric_label))
+        self.ax.set(xlabel=tr("step"), ylabel=tr("loss"), xlim=(0, steps), title=tr(title))
+        self.acc_ax.set(ylim=metric_range, ylabel=tr(metric_label))
         self.ax.legend(handles=[self.line, self.acc_line], loc="center right", fontsize=8)
         self.n_redraws = 0
         self.redraw({"loss": [], "eval_step": []})  # empty axes before step 1
@@ -60,14 +62,15 @@ class TrainingMonitor(W.VBox):
         self.bar.value = min(step, self.bar.max)
         evaluated = bool(history["eval_step"]) and history["eval_step"][-1] == step
         scores = history.get(self.metric)
-        acc = f" · {self.metric_label} {scores[-1]:.3f}" if scores else ""
-        norm = f" · gradient norm {history['grad_norm'][-1]:.2f}" if history.get("grad_norm") \
-            else ""
+        acc = f" · {tr(self.metric_label)} {scores[-1]:.3f}" if scores else ""
+        norm = (tr(" · gradient norm {norm}", norm=f"{history['grad_norm'][-1]:.2f}")
+                if history.get("grad_norm") else "")
         stalled = history.get("stalled")
-        warning = (f" · <b>the loss has not moved from its start in {stalled} steps: is the "
-                   "learning rate far too small, or so large that the outputs saturated?</b>"
-                   if stalled else "")
-        self.label.value = f"step {step} · loss {history['loss'][-1]:.3f}{norm}{acc}{warning}"
+        warning = (" · <b>" + tr("the loss has not moved from its start in {steps} steps: is the "
+                                 "learning rate far too small, or so large that the outputs "
+                                 "saturated?", steps=stalled) + "</b>" if stalled else "")
+        self.label.value = tr("step {step} · loss {loss}", step=step,
+                              loss=f"{history['loss'][-1]:.3f}") + norm + acc + warning
         if step % self.every == 0 or evaluated or step == 1:
             self.redraw(history)
 
@@ -98,8 +101,8 @@ def attention_comparison(random_model, trained_model, examples: list[str], *,
         "example": W.Dropdown(options=examples, value=examples[0], description="example"),
         "digits": W.Text(value=examples[0], description="or type", continuous_update=False),
         "layer": W.IntSlider(value=n_layers - 1, min=0, max=n_layers - 1, description="layer"),
-        "head": W.Dropdown(options=[("mean of heads", -1)]
-                           + [(f"head {i}", i) for i in range(n_heads)], value=-1,
+        "head": W.Dropdown(options=[(tr("mean of heads"), -1)]
+                           + [(tr("head {i}", i=i), i) for i in range(n_heads)], value=-1,
                            description="head"),
     }
 
@@ -135,9 +138,11 @@ def attention_comparison(random_model, trained_model, examples: list[str], *,
 
     def status(result, values):
         L = len(result["cols"])
-        return [("anti-diagonal mass", f"random {result['random_mass']:.2f}, trained "
-                 f"{result['trained_mass']:.2f} (uniform: 1/L = {1 / L:.2f})"),
-                ("trained model writes", result["output"])]
+        return [(tr("anti-diagonal mass"),
+                 tr("random {random}, trained {trained} (uniform: 1/L = {uniform})",
+                    random=f"{result['random_mass']:.2f}", trained=f"{result['trained_mass']:.2f}",
+                    uniform=f"{1 / L:.2f}")),
+                (tr("trained model writes"), result["output"])]
 
     return Explorer(controls, compute, draw, status, link=link,
                     layout_key=lambda v: v["digits"], figsize=(8.4, 3.9),
@@ -149,9 +154,9 @@ def _comparison_panel(fig, ax, kind, result):
     L = len(result["cols"])
     image = heatmap(result[kind], result["rows"], result["cols"], ax=ax, vmin=0, vmax=1,
                     annotate=False, colorbar=False, title=_comparison_title(kind, result),
-                    xlabel="key (source digit)", ylabel="query (decoder input)")
+                    xlabel=tr("key (source digit)"), ylabel=tr("query (decoder input)"))
     if kind == "trained":
-        fig.colorbar(image, ax=ax, fraction=0.046, pad=0.03, label="attention weight")
+        fig.colorbar(image, ax=ax, fraction=0.046, pad=0.03, label=tr("attention weight"))
     i = np.arange(L)  # the anti-diagonal, drawn after (on top of) the heatmap
     mark = ax.scatter(L - 1 - i, i, s=60, marker="s", facecolors="none", edgecolors="white",
                       linewidths=0.8)
@@ -164,4 +169,5 @@ def _comparison_panel(fig, ax, kind, result):
 
 
 def _comparison_title(kind, result):
-    return f"{COMPARISON_LABELS[kind]}\nanti-diagonal mass {result[kind + '_mass']:.2f}"
+    return tr("{weights}\nanti-diagonal mass {mass}", weights=tr(COMPARISON_LABELS[kind]),
+              mass=f"{result[kind + '_mass']:.2f}")

@@ -9,6 +9,7 @@ from collections import OrderedDict
 import ipywidgets as W
 import numpy as np
 
+from helpers.language import CJK_FONT, language, tr
 from helpers.plots import heatmap
 from helpers.transformer import Dropout, Transformer
 from helpers.translation import END, beam_search, cross_attention, words
@@ -44,6 +45,12 @@ def _lines(label: str, text: str, limit: int = LINE_CHARS, count: int = 2) -> li
     """`label: text` wrapped to at most `count` lines of `limit` characters (the last cut)."""
     return textwrap.wrap(f"{label}: {text}", limit, subsequent_indent="    ", max_lines=count,
                          placeholder=" …")
+
+
+def _monospace():
+    """The font family of the figure's header: monospace, then (in Chinese) the Chinese font
+    that draws its labels, which the monospace font lacks."""
+    return ["monospace", CJK_FONT] if language() == "zh" else "monospace"
 
 
 def translation_explorer(model, vocab, sentences, *, beam: int = 4, alpha: float = 0.6,
@@ -91,10 +98,10 @@ def translation_explorer(model, vocab, sentences, *, beam: int = 4, alpha: float
         "beam": W.IntSlider(value=beam, min=1, max=MAX_BEAM, description="beam"),
         "alpha": W.FloatSlider(value=alpha, min=PENALTY_ALPHAS[0], max=PENALTY_ALPHAS[-1],
                                step=ALPHA_STEP, description="alpha", readout_format=".1f"),
-        "layer": W.Dropdown(options=[(f"layer {i}", i) for i in range(n_layers)],
+        "layer": W.Dropdown(options=[(tr("layer {i}", i=i), i) for i in range(n_layers)],
                             value=n_layers - 1, description="layer"),
-        "head": W.Dropdown(options=[("mean of heads", -1)]
-                           + [(f"head {i}", i) for i in range(n_heads)], value=-1,
+        "head": W.Dropdown(options=[(tr("mean of heads"), -1)]
+                           + [(tr("head {i}", i=i), i) for i in range(n_heads)], value=-1,
                            description="head"),
     }
     cache: OrderedDict = OrderedDict()
@@ -104,8 +111,8 @@ def translation_explorer(model, vocab, sentences, *, beam: int = 4, alpha: float
         if text.strip():
             return " ".join(text.split()), None, None
         german, english = pairs[sentence]
-        blank = ("the text box holds only spaces: translating the sentence picked from the list"
-                 if text else None)
+        blank = (tr("the text box holds only spaces: translating the sentence picked from the "
+                    "list") if text else None)
         return german, english, blank
 
     def search(german, beam, alpha):
@@ -120,8 +127,9 @@ def translation_explorer(model, vocab, sentences, *, beam: int = 4, alpha: float
         found = {"ids": ids, "word_pieces": word_pieces,
                  "src_labels": [piece_label(vocab.tokens[i]) for i in ids]}
         if len(ids) > positions:
-            found["message"] = (f"This sentence is {len(ids)} pieces long (with </s>), but the "
-                                f"model has positions for {positions}: type a shorter one.")
+            found["message"] = tr("This sentence is {n} pieces long (with </s>), but the model "
+                                  "has positions for {positions}: type a shorter one.",
+                                  n=len(ids), positions=positions)
         else:
             src = np.array([ids])  # (1, S)
             steps = min(len(ids) + 50, positions)  # as translate: 50 more than the source
@@ -160,25 +168,27 @@ def translation_explorer(model, vocab, sentences, *, beam: int = 4, alpha: float
 
     def header(result):
         pieces = " ".join("".join(p) for p in result["word_pieces"]) + " </s>"
-        lines = _lines(f"German, {len(result['word_pieces'])} words", result["german"])
-        lines += _lines(f"as {len(result['src_labels'])} pieces (· = the word goes on)", pieces)
+        lines = _lines(tr("German, {n} words", n=len(result["word_pieces"])), result["german"])
+        lines += _lines(tr("as {n} pieces (· = the word goes on)", n=len(result["src_labels"])),
+                        pieces)
         if result["message"] is None:
-            lines += _lines(f"translation (beam {result['beam']}, alpha "
-                            f"{result['alpha']:.1f})", result["translation"])
-            lines += _lines("reference", result["reference"] if not result["typed"]
-                            else "none (a typed sentence)", count=1)
+            lines += _lines(tr("translation (beam {beam}, alpha {alpha})", beam=result["beam"],
+                               alpha=f"{result['alpha']:.1f}"), result["translation"])
+            lines += _lines(tr("reference"), result["reference"] if not result["typed"]
+                            else tr("none (a typed sentence)"), count=1)
         return "\n".join(lines)
 
     def map_title(values):
-        head = "mean of heads" if values["head"] < 0 else f"head {values['head']}"
-        return f"cross-attention of the best candidate · layer {values['layer']} · {head}"
+        head = tr("mean of heads") if values["head"] < 0 else tr("head {i}", i=values["head"])
+        return tr("cross-attention of the best candidate · layer {layer} · {head}",
+                  layer=values["layer"], head=head)
 
     def draw(fig, result, values):
         if result["message"] is not None:
             ax = fig.subplots()
             ax.axis("off")
             ax.text(0.0, 1.0, header(result), ha="left", va="top", fontsize=9,
-                    family="monospace", transform=ax.transAxes, in_layout=False)
+                    family=_monospace(), transform=ax.transAxes, in_layout=False)
             ax.text(0.5, 0.5, "\n".join(textwrap.wrap(result["message"], 70)), ha="center",
                     va="center", fontsize=13, color="#a00", transform=ax.transAxes)
             return None  # nothing to refresh: every change draws anew
@@ -187,12 +197,12 @@ def translation_explorer(model, vocab, sentences, *, beam: int = 4, alpha: float
         ax_text = fig.add_subplot(grid[0, :])
         ax_text.axis("off")
         ax_text.text(0.0, 1.0, header(result), ha="left", va="top", fontsize=9,
-                     family="monospace", transform=ax_text.transAxes, in_layout=False)
+                     family=_monospace(), transform=ax_text.transAxes, in_layout=False)
         ax_map = fig.add_subplot(grid[1, 0])
         image = heatmap(result["weights"], result["tgt_labels"], result["src_labels"],
                         ax=ax_map, vmin=0, vmax=1, annotate=False, colorbar=False, title=" ",
-                        xlabel="source piece (German)",
-                        ylabel="output piece (English) being written")
+                        xlabel=tr("source piece (German)"),
+                        ylabel=tr("output piece (English) being written"))
         colorbar = fig.colorbar(image, cax=ax_map.inset_axes([1.02, 0, 0.025, 1]))
         colorbar.ax.tick_params(labelsize=8)
         label = ax_map.text(0.5, 1.01, "", transform=ax_map.transAxes, ha="center",
@@ -210,16 +220,18 @@ def translation_explorer(model, vocab, sentences, *, beam: int = 4, alpha: float
 
     def status(result, values):
         pieces = " ".join("".join(p) for p in result["word_pieces"]) + " </s>"
-        out = [("pieces", pieces)]
+        out = [(tr("pieces"), pieces)]
         if result["note"]:
-            out.append(("note", result["note"]))
+            out.append((tr("note"), result["note"]))
         if result["message"] is not None:
-            return out + [("note", result["message"])]
+            return out + [(tr("note"), result["message"])]
         best = result["candidates"][0]
-        out += [("translation", result["translation"]),
-                ("reference", result["reference"] if not result["typed"] else "none (typed)"),
-                ("best", f"log P {best[1]:.2f}, score {best[2]:.2f}, {best[3]} pieces, "
-                         f"of {len(result['candidates'])} finished candidate(s)")]
+        out += [(tr("translation"), result["translation"]),
+                (tr("reference"), result["reference"] if not result["typed"]
+                 else tr("none (typed)")),
+                (tr("best"), tr("log P {log_p}, score {score}, {n} pieces, of {k} finished "
+                                "candidate(s)", log_p=f"{best[1]:.2f}", score=f"{best[2]:.2f}",
+                                n=best[3], k=len(result["candidates"])))]
         return out
 
     def layout_key(values):  # one figure per search; layer and head take the fast path
@@ -243,17 +255,19 @@ def _candidates_panel(ax, result):
     ax.barh(y + 0.14, score, height=0.66, color=["#fdae6b"] + ["#9ecae1"] * (k - 1))
     low = min(float(log_p.min()), -1e-3) * 1.02
     ax.set(xlim=(low, 0), ylim=(k - 0.5, -0.5), yticks=[])
-    ax.set_xlabel("grey: log P(Y | X) (0 = certain); colour: the score log P / lp(Y),\n"
-                  "lp(Y) = ((5 + |Y|) / 6)^alpha, |Y| = pieces with </s>", fontsize=8)
+    ax.set_xlabel(tr("grey: log P(Y | X) (0 = certain); colour: the score log P / lp(Y),\n"
+                     "lp(Y) = ((5 + |Y|) / 6)^alpha, |Y| = pieces with </s>"), fontsize=8)
     ax.tick_params(axis="x", labelsize=8)
     size = float(np.clip(10.5 - 0.4 * k, 7.5, 9.5))
     for j, (text, lp, sc, n) in enumerate(candidates):
         ax.text(low, j - 0.21, f" {j + 1}. {text}", ha="left", va="bottom", fontsize=size,
                 weight="bold" if j == 0 else "normal", clip_on=True, in_layout=False)
-        ax.text(low, j + 0.14, f"  log P {lp:.2f} · score {sc:.2f} · |Y| = {n}", ha="left",
-                va="center", fontsize=size - 1, in_layout=False)
-    ax.set_title(f"{k} finished candidate(s), the best score first\n(beam {result['beam']}, "
-                 f"alpha {result['alpha']:.1f})", fontsize=9)
+        ax.text(low, j + 0.14, "  " + tr("log P {log_p} · score {score} · |Y| = {n}",
+                                         log_p=f"{lp:.2f}", score=f"{sc:.2f}", n=n),
+                ha="left", va="center", fontsize=size - 1, in_layout=False)
+    ax.set_title(tr("{k} finished candidate(s), the best score first\n(beam {beam}, alpha "
+                    "{alpha})", k=k, beam=result["beam"], alpha=f"{result['alpha']:.1f}"),
+                 fontsize=9)
 
 
 def committed_translation_explorer(n: int = 20) -> Explorer:

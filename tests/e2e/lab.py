@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SERIES_GLOB = "*.ipynb"  # every notebook (tests/test_hygiene.py checks their names)
+CHINESE_IN_THE_BROWSER = ("01_scaled_dot_product_attention.ipynb", "04_masks.ipynb")
 
 START_TIMEOUT = 120.0  # seconds for /api/status to answer; 2 to 3 s on an idle 2-core machine
 STOP_TIMEOUT = 30.0
@@ -51,11 +52,13 @@ LAB_SETTINGS = {
 
 
 def series_notebooks() -> list[Path]:
-    """Every notebook of the series; a new one gets its browser test automatically."""
+    """Every notebook of the series, and two of its Chinese edition (notebooks/zh/: their code is
+    the English, tests/test_zh.py; here their explorers run in Chinese); a new one gets its
+    browser test automatically."""
     found = sorted(NOTEBOOKS.glob(SERIES_GLOB))
     if not found:
         raise RuntimeError(f"no notebook in {NOTEBOOKS}")
-    return found
+    return found + [NOTEBOOKS / "zh" / name for name in CHINESE_IN_THE_BROWSER]
 
 
 def repo_path(path: Path) -> str:

@@ -74,9 +74,10 @@ class Check:
 
     @property
     def folder(self) -> str:
-        """Where the server's copy goes: series, mutated or fixtures."""
+        """Where the server's copy goes: series, zh (the Chinese edition), mutated or fixtures."""
         return ("mutated" if self.mutation else
-                "series" if Path(self.source).parent == NOTEBOOKS else "fixtures")
+                "series" if Path(self.source).parent == NOTEBOOKS else
+                "zh" if Path(self.source).parent == NOTEBOOKS / "zh" else "fixtures")
 
     @property
     def order(self) -> tuple:

@@ -28,7 +28,7 @@ from .texts import texts_for
 pytestmark = pytest.mark.e2e
 
 SERIES = series_notebooks()
-IDS = [p.name for p in SERIES]
+IDS = [str(p.relative_to(p.parents[1] if p.parent.name == "zh" else p.parent)) for p in SERIES]
 CHOSEN = chosen_mutations(os.environ.get("E2E_MUTATIONS", ""))
 
 
