@@ -10,7 +10,8 @@ three differences, all of them checked by tests/test_zh.py:
   changed English cell has to be translated there: the build says which ones are missing), and
   its links point at the Chinese headings;
 * one more code cell, tagged "zh", just before the setup cell: ``use_language("zh")``, so that
-  checker messages, explorer labels and status lines are Chinese (helpers/language.py);
+  checker messages, explorer labels and status lines are Chinese (helpers/language.py); the
+  execution counts after it are one more than the English ones, as "restart and run all" gives;
 * in an exercise notebook, the checks' outputs, which are Chinese: those cells are tagged "zh"
   too, and pytest runs the Chinese exercise notebooks (nbval), which takes seconds. The lesson
   notebooks are not run a second time: their code and outputs are the English ones, byte for
@@ -120,6 +121,21 @@ def build(english: dict, chinese: dict, name: str, lessons: dict[str, dict[str, 
                     out["data"]["text/plain"] = PLACEHOLDERS[plain]
         cells.append(cell)
     nb["cells"] = cells
+    return renumbered(nb)
+
+
+def renumbered(nb: dict) -> dict:
+    """Execution counts as "restart and run all" gives them with the language cell run first:
+    1, 2, 3, ... (the English counts, one more), in the cells and in their results."""
+    count = 0
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "code" or not text(cell).strip():
+            continue
+        count += 1
+        cell["execution_count"] = count
+        for out in cell.get("outputs", []):
+            if "execution_count" in out:
+                out["execution_count"] = count
     return nb
 
 

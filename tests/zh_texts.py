@@ -4,8 +4,8 @@
     python tests/zh_texts.py --stale     # entries of zh.json that no helper shows any more
     python tests/zh_texts.py --sees      # the checkers' "see NN §k · heading", from notebooks/zh
 
-The texts: the first argument of every ``tr(...)`` call in helpers/ (a literal, or the literals of
-an ``a if c else b``); the catalogue's data, which the checkers pass through ``tr``: every
+The texts: the first argument of every ``tr(...)`` and ``probe_text(...)`` call in helpers/ (a
+literal, or the literals of an ``a if c else b``); the catalogue's data, which the checkers pass through ``tr``: every
 mistake's ``says`` and ``see``, every case's ``label``, every exercise's ``see``; and the texts
 that reach ``tr`` only at run time, listed in tests/zh_runtime_texts.json with where they are
 written (an explorer's title and note, its controls' descriptions, option labels), collected by
@@ -34,12 +34,13 @@ def _literals(node) -> list[str]:
 
 
 def tr_texts() -> dict[str, list[str]]:
-    """{text: [where]} for the literal first arguments of tr() in helpers/."""
+    """{text: [where]} for the literal first arguments of tr() and probe_text() in helpers/."""
     found: dict[str, list[str]] = {}
     for path in sorted((ROOT / "helpers").rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "tr" and node.args:
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) in (
+                    "tr", "probe_text") and node.args:
                 for text in _literals(node.args[0]):
                     where = f"{path.relative_to(ROOT)}:{node.lineno}"
                     found.setdefault(text, []).append(where)

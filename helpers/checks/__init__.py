@@ -16,6 +16,7 @@ graded passed)::
     python -m helpers.checks learner/01_scaled_dot_product_attention.ipynb
     python -m helpers.checks answers.py --notebook 01
     python -m helpers.checks class/*.ipynb --limit 10
+    python -m helpers.checks 学生/04_masks.ipynb --lang zh   # the report in Chinese
 
 ``grade(path)`` does the same from Python and returns the results. What grading promises:
 

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from helpers.checks.sentences import _which_pass, header, see, short, which_cases  # noqa: F401
+from helpers.checks.sentences import _which_pass, header, said, see, short, which_cases  # noqa: F401
 from helpers.language import tr
 
 __all__ = ["Answer", "Case", "Exercise", "Mistake", "Result", "answer", "names_read",
@@ -234,6 +234,8 @@ def _literal(x):
         return f"({inner})" if isinstance(x, tuple) else f"[{inner}]"
     if isinstance(x, (np.integer, np.floating)):
         x = x.item()
+    if isinstance(x, str):
+        return repr(said(x))  # a probe's text in the chosen language, any other text as it is
     return f"{x:.4g}" if isinstance(x, float) else repr(x)
 
 

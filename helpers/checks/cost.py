@@ -5,6 +5,7 @@ import tracemalloc
 import numpy as np
 
 from helpers.checks.core import Case, Exercise, Mistake
+from helpers.checks.sentences import probe_text
 from helpers.transformer import online_attention, scaled_dot_product_attention
 
 _rng = np.random.default_rng(108)  # the cases are the same on every run and every machine
@@ -217,6 +218,18 @@ def _case(label, qkv, block_size):
     return Case(label, qkv, {"block_size": block_size})
 
 
+_BELOW = probe_text("its peak memory stays below {limit} MB (3/4 of one T_q x T_k float64 matrix "
+                    "of scores, {matrix} MB)")
+_NOT_BELOW = probe_text("its peak memory is {limit} MB (3/4 of one T_q x T_k float64 matrix of "
+                        "scores, {matrix} MB) or more: the whole matrix was built")
+_UNSEEN = probe_text("no product with K was seen, so the work cannot be checked: K became an "
+                     "array this check does not follow (K.view, K.tolist, ...); take the scores "
+                     "from K itself")
+_WITHIN = probe_text("at most {bound} multiply-adds of scores: no key block after the diagonal")
+_BEYOND = probe_text("more than {bound} multiply-adds of scores: key blocks entirely after a "
+                     "query block's diagonal were computed")
+
+
 def _memory(fn, Q, K, V, block_size):
     """What one call allocates at its peak (tracemalloc), as a verdict: whether it stayed below
     three quarters of one float64 (T_q, T_k) matrix of scores, which an online softmax never
@@ -234,11 +247,9 @@ def _memory(fn, Q, K, V, block_size):
     finally:
         if not tracing:
             tracemalloc.stop()
-    bound = f"{0.75 * scores / 1e6:.1f} MB (3/4 of one T_q x T_k float64 matrix of scores, " \
-            f"{scores / 1e6:.1f} MB)"  # one verdict per side, the same for every full matrix
-    if peak < 0.75 * scores:
-        return f"its peak memory stays below {bound}"
-    return f"its peak memory is {bound} or more: the whole matrix was built"
+    sizes = {"limit": f"{0.75 * scores / 1e6:.1f}", "matrix": f"{scores / 1e6:.1f}"}
+    # one verdict per side, the same for every full matrix
+    return (_BELOW if peak < 0.75 * scores else _NOT_BELOW).format(**sizes)
 
 
 _SECTION_3 = "08 §3 · Attention without the n × n matrix"
@@ -473,12 +484,8 @@ def _work(fn, Q, K, V, block_size):
         keys = min(T_k, -(-max(last + T_k - T_q, 0) // block_size) * block_size)
         bound += (last - i) * keys * d
     if count[0] == 0:
-        return ("no product with K was seen, so the work cannot be checked: K became an array "
-                "this check does not follow (K.view, K.tolist, ...); take the scores from K itself")
-    if count[0] <= bound:
-        return f"at most {bound:,} multiply-adds of scores: no key block after the diagonal"
-    return (f"more than {bound:,} multiply-adds of scores: key blocks entirely after a query "
-            "block's diagonal were computed")
+        return _UNSEEN
+    return (_WITHIN if count[0] <= bound else _BEYOND).format(bound=f"{bound:,}")
 
 
 _CAUSAL_MASK = "04 §1 · The causal mask: no looking ahead"

@@ -4,6 +4,7 @@ hand-built head that attends to the previous token."""
 import numpy as np
 
 from helpers.checks.core import Case, Exercise, Mistake
+from helpers.checks.sentences import probe_text
 from helpers.transformer import merge_heads, scaled_dot_product_attention, softmax, split_heads
 
 _rng = np.random.default_rng(102)  # the cases are the same on every run and every machine
@@ -229,8 +230,13 @@ def previous_token_head(d_model):
 
 _SHARP = 0.9  # the weight each query t >= 1 must put on key t - 1
 _SIZES = ((3, 3), (8, 8), (16, 5), (16, 16), (32, 32))  # (d_model, T) of the cases
-_LOOKS = "the key each query 1 .. T-1 puts its largest weight on"
-_ENOUGH = "the smallest weight on key t - 1"
+_LOOKS = probe_text("the key each query 1 .. T-1 puts its largest weight on")
+_ENOUGH = probe_text("the smallest weight on key t - 1")
+_AT_LEAST, _UNDER = probe_text("at least {sharp}"), probe_text("under {sharp}")
+_NOT_A_PAIR = probe_text("not a pair (W_q, W_k) of arrays")
+_SHAPES = probe_text("the shapes of W_q and W_k")
+_SHAPES_ARE = probe_text("{q} and {k}, not ({d_model}, d_k) each")
+_RETURNED = probe_text("returned")
 
 
 def _weights(fn, d_model, T):
@@ -240,10 +246,9 @@ def _weights(fn, d_model, T):
     try:
         W_q, W_k = (np.asarray(w, dtype=float) for w in returned)
     except Exception:
-        return {"returned": "not a pair (W_q, W_k) of arrays"}
+        return {_RETURNED: _NOT_A_PAIR}
     if W_q.ndim != 2 or W_q.shape[0] != d_model or W_k.shape != W_q.shape:
-        return {"the shapes of W_q and W_k": f"{W_q.shape} and {W_k.shape}, not "
-                f"({d_model}, d_k) each"}
+        return {_SHAPES: _SHAPES_ARE.format(q=W_q.shape, k=W_k.shape, d_model=d_model)}
     X = np.eye(T, d_model)  # (T, d_model): token t is position feature t
     return softmax((X @ W_q) @ (X @ W_k).T / np.sqrt(W_q.shape[1]))
 
@@ -269,7 +274,7 @@ def _sharp_at_every_size(fn, sizes):
             return weights
         rows = np.arange(1, T)
         smallest = min(smallest, float(weights[rows, rows - 1].min()))
-    return {_ENOUGH: f"at least {_SHARP}" if smallest >= _SHARP else f"under {_SHARP}"}
+    return {_ENOUGH: (_AT_LEAST if smallest >= _SHARP else _UNDER).format(sharp=_SHARP)}
 
 
 def _head_case(label, d_model, T):

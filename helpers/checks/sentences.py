@@ -4,12 +4,38 @@ header of a message, the pointer to a notebook section. In the language `use_lan
 from __future__ import annotations
 
 import inspect
+import re
 
 import numpy as np
 
 from helpers.language import language, tr
 
 _ABSENT = object()  # a parameter a case leaves at its default
+_SAID: list[str] = []  # the texts a probe returns as data (see `said`)
+
+
+def probe_text(text: str) -> str:
+    """Note `text`, a text a probe returns as its result (with {fields}, a template it fills
+    with str.format), so that a message shows it in the chosen language (`said`). The result
+    itself stays English: the learner's and the reference's are compared as data, the learner's
+    computed in the grading child, which knows no language."""
+    _SAID.append(text)
+    return text
+
+
+def said(text: str) -> str:
+    """A probe's text in the chosen language (`probe_text`); any other text as it is (a token
+    such as "add" is data, not a word to translate)."""
+    for template in _SAID:
+        if "{" not in template:
+            if text == template:
+                return tr(template)
+            continue
+        pattern = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>.+?)", re.escape(template))
+        match = re.fullmatch(pattern, text)
+        if match:
+            return tr(template, **match.groupdict())
+    return text
 
 
 def _named_arguments(ex, case):
