@@ -147,9 +147,10 @@ def notebook_explorers():
 
 
 def test_every_text_an_explorer_passes_to_tr_is_one_zh_json_translates(monkeypatch):
-    """Titles, notes, descriptions and option labels reach tr() only when an explorer is built:
-    build every notebook's explorer, note each text tr() is given, and find it in zh.json's
-    list (tests/zh_runtime_texts.json holds those no literal tr() call shows)."""
+    """Titles, notes, descriptions and option labels reach tr() only when an explorer is built
+    or moved: build every notebook's explorer, move every control through its options (a
+    slider to its ends), note each text tr() is given, and find it in zh.json's list
+    (tests/zh_runtime_texts.json holds those no literal tr() call shows)."""
     import sys
 
     import helpers.language
@@ -165,6 +166,19 @@ def test_every_text_an_explorer_passes_to_tr_is_one_zh_json_translates(monkeypat
         if name.startswith("helpers.widgets") and getattr(module, "tr", None) is tr:
             monkeypatch.setattr(module, "tr", noting)
     explorers = list(notebook_explorers())
+    for explorer in explorers[:-2]:  # every option of every menu (of a list of more than 8
+        # examples, two), each toggle, each slider at one end
+        for control in explorer.controls.values():
+            options = [o[1] if isinstance(o, tuple) else o for o in getattr(control, "options", ())]
+            values = (options if len(options) <= 8 else options[:2]  # (more: examples, data)
+                      if hasattr(control, "options") else
+                      [not control.value, control.value] if isinstance(control.value, bool) else
+                      [control.max if control.value == control.min else control.min]
+                      if hasattr(control, "max") else [])
+            start = control.value
+            for value in [*values, start]:
+                control.value = value
+            assert explorer.last_error is None, explorer.last_error
     assert len(explorers) == 14 and len(seen) > 100
     known = english_texts()
     words = {text for text in seen if re.search("[A-Za-z]", text)}  # not "20", an option's number
