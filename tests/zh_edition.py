@@ -26,6 +26,10 @@ import re
 import sys
 from pathlib import Path
 
+if __package__ in (None, ""):  # python tests/zh_edition.py
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.regenerate import WIDGET_NOTE, WIDGET_NOTES  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 ZH = NOTEBOOKS / "zh"
@@ -37,9 +41,8 @@ LANGUAGE_CELL = {
                'use_language("zh")  # 检查器的消息、探索器的标签和状态行都用中文'],
 }
 PLACEHOLDERS = {  # tests/regenerate.py's notes for a widget, in Chinese
-    "[interactive explorer: run this notebook in JupyterLab to use it]":
-        "[交互式探索器：在 JupyterLab 中运行本 notebook 即可使用]",
-    "[live training monitor: run in JupyterLab]": "[实时训练监视器：在 JupyterLab 中运行]",
+    WIDGET_NOTE: "[交互式探索器：在 JupyterLab 中运行本 notebook 即可使用]",
+    WIDGET_NOTES["TrainingMonitor"]: "[实时训练监视器：在 JupyterLab 中运行]",
 }
 HEADING = re.compile(r"^(#{1,6}) +(.+?)\s*$", re.MULTILINE)
 

@@ -22,7 +22,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 ZH_JSON = ROOT / "helpers" / "zh.json"
-STATES = ("left at its default", "None", "given")  # helpers/checks/sentences.py's _traits
 
 
 def _literals(node) -> list[str]:
@@ -50,6 +49,7 @@ def tr_texts() -> dict[str, list[str]]:
 def catalogue_texts() -> dict[str, list[str]]:
     """{text: [where]} for the mistakes' says and see, the cases' labels, the exercises' see."""
     from helpers.checks import CATALOGUE
+    from helpers.checks.sentences import STATES
 
     found: dict[str, list[str]] = {}
     for key, ex in CATALOGUE.items():

@@ -222,8 +222,9 @@ def _noted(result: Result, failing: list[Exercise]) -> Result:
     if result.status in _NOT_FAILING or not failing:
         return result
     names = [f"{other.name} ({other.key})" for other in failing]
-    note = tr("\n  Note: this function calls your {names}, which {does} not pass yet: fix that "
-              "first.", names=tr(" and ").join(names), does="does" if len(names) == 1 else "do")
+    note = tr("\n  Note: this function calls your {names}, which does not pass yet: fix that "
+              "first." if len(names) == 1 else "\n  Note: this function calls your {names}, "
+              "which do not pass yet: fix that first.", names=tr(" and ").join(names))
     return dataclasses.replace(result, message=result.message + note)
 
 

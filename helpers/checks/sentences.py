@@ -11,6 +11,7 @@ import numpy as np
 from helpers.language import language, tr
 
 _ABSENT = object()  # a parameter a case leaves at its default
+STATES = ("left at its default", "None", "given")  # of an argument; words passes them through tr
 _SAID: list[str] = []  # the texts a probe returns as data (see `said`)
 
 
@@ -62,8 +63,8 @@ def _traits(ex):
     found = []
     for name in names:
         values = [each.get(name, _ABSENT) for each in named]
-        found.append(((name, "state"), ["left at its default" if v is _ABSENT else
-                                        "None" if v is None else "given" for v in values]))
+        found.append(((name, "state"), [STATES[0] if v is _ABSENT else
+                                        STATES[1] if v is None else STATES[2] for v in values]))
     for kind in ("axes", "dtype"):
         for name in names:
             values = [each.get(name, _ABSENT) for each in named]
